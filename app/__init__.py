@@ -1,0 +1,1 @@
+"""The Socratic server: sessions, steering, agents, pages and the JSON API."""

@@ -1,0 +1,34 @@
+"""The `socratic` command: the harness's commands plus the server's."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from harness.cli import add_commands as add_harness_commands
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="socratic",
+        description="Socratic: verify, time and steer agents writing CUDA attention kernels.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_harness_commands(sub)
+    for register in app_command_registrars():
+        register(sub)
+    return parser
+
+
+def app_command_registrars() -> list:  # type: ignore[type-arg]
+    """Server-side command groups (serve, bank, trace, family, ...), each in its own module."""
+    return []
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Attention forward, the first problem: suite, references, FLOP and byte model, peers."""

@@ -1,0 +1,204 @@
+"""Command-line front of the harness: `socratic scenarios`, `socratic eval`, `socratic check`.
+Commands only translate arguments into harness calls and results into text."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import TextIO
+
+from harness.executor import Progress
+from harness.report import PASS, EvaluationReport, render_table
+from harness.scenario import Scenario
+from harness.settings import EvalSettings
+from harness.suite import SUITE_PARTS, select
+from harness.timing import TimingSettings
+
+
+def _problem_suite() -> list[Scenario]:
+    from harness.attention.suite import default_suite
+
+    return default_suite()
+
+
+def _select(args: argparse.Namespace) -> list[Scenario]:
+    try:
+        return select(_problem_suite(), args.suite, args.filter)
+    except ValueError as exc:
+        raise SystemExit(f"socratic: {exc}") from exc
+
+
+def cmd_scenarios(args: argparse.Namespace) -> int:
+    chosen = _select(args)
+    if args.json:
+        from harness.attention.problem import attention_flops, attention_min_bytes
+
+        rows = [
+            {**s.to_dict(), "flops": attention_flops(s), "bytes": attention_min_bytes(s)}
+            for s in chosen
+        ]
+        json.dump(rows, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    print(f"{'name':<44} {'category':<9} {'hid':<4} {'b':>4} {'sq':>6} {'sk':>6} "
+          f"{'hq':>4} {'hkv':>4} {'d':>4} causal")
+    for s in chosen:
+        print(f"{s.name:<44} {s.category:<9} {'yes' if s.hidden else '':<4} {s.batch:>4} "
+              f"{s.seqlen_q:>6} {s.seqlen_k:>6} {s.heads_q:>4} {s.heads_kv:>4} "
+              f"{s.head_dim:>4} {'yes' if s.causal else 'no'}")
+    hidden = sum(s.hidden for s in chosen)
+    print(f"{len(chosen)} scenarios ({len(chosen) - hidden} visible, {hidden} hidden)")
+    return 0
+
+
+class ProgressBar:
+    """One updating line on a terminal; one line per scenario otherwise (logs, CI)."""
+
+    def __init__(self, total: int, stream: TextIO = sys.stderr) -> None:
+        self.total = total
+        self.stream = stream
+        self.started = time.monotonic()
+        self.tty = stream.isatty()
+        self.failures = 0
+
+    def __call__(self, p: Progress) -> None:
+        if p.result is not None and p.result.status != PASS:
+            self.failures += 1
+        width = 28
+        filled = int(width * p.done / max(1, self.total))
+        bar = "#" * filled + "." * (width - filled)
+        elapsed = time.monotonic() - self.started
+        eta = elapsed / p.done * (self.total - p.done) if p.done else 0.0
+        if p.result is not None:
+            r = p.result
+            tail = f"{r.scenario} {r.status}"
+            if r.speedup_vs_baseline is not None:
+                tail += f" {r.speedup_vs_baseline:.2f}x"
+        else:
+            tail = p.message or (f"running {p.scenario}" if p.scenario else "")
+        line = (f"[{bar}] {p.done}/{self.total} fail {self.failures} "
+                f"{elapsed:5.0f}s eta {eta:4.0f}s  {tail}")
+        if self.tty:
+            self.stream.write("\r" + line[:150].ljust(150))
+        elif p.result is not None or p.message:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from harness.evaluate import evaluate_source, gpu_available
+
+    source = Path(args.kernel)
+    if not source.is_file():
+        print(f"socratic eval: no such kernel file: {source}", file=sys.stderr)
+        return 2
+    if args.device == "cuda" and not gpu_available():
+        print("socratic eval: no CUDA GPU is available on this machine; run it where "
+              "`python -c 'import torch; print(torch.cuda.is_available())'` prints True",
+              file=sys.stderr)
+        return 3
+    scenarios = _select(args)
+    if not scenarios:
+        print("socratic eval: no scenario matches the --suite/--filter given", file=sys.stderr)
+        return 2
+    settings = EvalSettings(
+        device=args.device,
+        trials=args.trials,
+        seed=args.seed,
+        peers=() if args.no_peers else ("cudnn", "flash"),
+        timing=TimingSettings(budget_ms=args.budget_ms),
+        scenario_timeout_s=args.timeout,
+    )
+    bar = ProgressBar(len(scenarios))
+    report = evaluate_source(
+        source, scenarios, baseline=Path(args.baseline) if args.baseline else None,
+        suite=args.suite, settings=settings, progress=bar,
+    )
+    bar.close()
+    return print_report(report, args.json)
+
+
+def print_report(report: EvaluationReport, json_out: str | None) -> int:
+    if not report.compile.ok:
+        print("the kernel was not evaluated:", file=sys.stderr)
+        print(report.compile.log.rstrip() or report.scenarios[0].reason, file=sys.stderr)
+    else:
+        print(render_table(report))
+        print(f"evaluated {len(report.scenarios)} scenarios in {report.seconds:.1f} s on "
+              f"{report.gpu or 'unknown device'}")
+    if json_out:
+        Path(json_out).write_text(report.to_json())
+        print(f"report written to {json_out}", file=sys.stderr)
+    return 0 if report.all_passed else 1
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from harness.static_checks import check_source
+
+    source = Path(args.kernel)
+    if not source.is_file():
+        print(f"socratic check: no such kernel file: {source}", file=sys.stderr)
+        return 2
+    findings = check_source(source.read_text(errors="replace"))
+    for f in findings:
+        print(f"{source}:{f.line}: {'error' if f.blocking else 'warning'}: {f.message} [{f.rule}]")
+    blocking = [f for f in findings if f.blocking]
+    print(f"{len(blocking)} blocking finding(s)" if blocking else "static checks passed")
+    return 1 if blocking else 0
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    def suite_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--suite", choices=SUITE_PARTS, default="all",
+                       help="visible, hidden or all scenarios (default all)")
+        p.add_argument("--filter", default=None,
+                       help="comma-separated terms, all must match: a name glob or substring, "
+                            "or field=value (category=decode,head_dim=128)")
+
+    p = sub.add_parser("scenarios", help="list the scenario suite")
+    suite_args(p)
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=cmd_scenarios)
+
+    p = sub.add_parser("eval", help="verify and time a kernel over the suite")
+    p.add_argument("kernel", help="the candidate .cu file")
+    p.add_argument("--baseline", help="kernel to compare against (default: the problem's baseline)")
+    suite_args(p)
+    p.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
+    p.add_argument("--trials", type=int, default=2, help="correctness trials (default 2)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--budget-ms", type=float, default=20.0,
+                   help="device time per implementation per scenario for timing (default 20)")
+    p.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds one scenario may take before it counts as a hang (default 120)")
+    p.add_argument("--no-peers", action="store_true", help="do not time torch SDPA peers")
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("check", help="static checks of a kernel, without a GPU")
+    p.add_argument("kernel")
+    p.set_defaults(func=cmd_check)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="socratic", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_commands(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

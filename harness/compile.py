@@ -1,0 +1,152 @@
+"""Compiling a single-file kernel with nvcc into a shared library, cached by a hash of the
+source, the contract header, the flags and the toolkit's version."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from harness.report import CompileInfo
+
+SHIM = Path(__file__).parent / "shim" / "socratic_shim.cu"
+KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
+DEFAULT_INCLUDE = KERNELS_DIR / "attention"
+DEFAULT_ARCH = "sm_90a"
+BASE_FLAGS = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo")
+COMPILE_TIMEOUT_S = 300
+
+
+class CompileError(RuntimeError):
+    """nvcc refused the kernel; `log` holds its messages."""
+
+    def __init__(self, message: str, log: str) -> None:
+        super().__init__(message)
+        self.log = log
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("SOCRATIC_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "socratic"
+    )
+    return Path(root) / "kernels"
+
+
+def nvcc_path() -> str | None:
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for guess in ("/usr/local/cuda/bin/nvcc",):
+        if os.path.exists(guess):
+            return guess
+    return None
+
+
+@lru_cache(maxsize=4)
+def toolkit_version(nvcc: str) -> str:
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60)
+    return out.stdout.strip()
+
+
+def gencode_flags(arch: str) -> list[str]:
+    """`sm_90a` -> -gencode=arch=compute_90a,code=sm_90a (the form that keeps wgmma legal)."""
+    if not arch.startswith("sm_"):
+        raise ValueError(f"arch must look like sm_90a, got {arch!r}")
+    num = arch[3:]
+    return [f"-gencode=arch=compute_{num},code=sm_{num}"]
+
+
+def arch_for_capability(major: int, minor: int) -> str:
+    """The target follows the GPU; Hopper gets the arch-specific `a` variant for wgmma."""
+    return f"sm_{major}{minor}a" if major >= 9 else f"sm_{major}{minor}"
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    library: Path
+    info: CompileInfo
+
+
+def compile_kernel(
+    source: Path | str,
+    *,
+    arch: str = DEFAULT_ARCH,
+    include_dir: Path = DEFAULT_INCLUDE,
+    extra_flags: tuple[str, ...] = (),
+    use_cache: bool = True,
+) -> CompiledKernel:
+    """Build `source` into a shared library (or return the cached one).
+
+    Raises CompileError with nvcc's output when the kernel does not build.
+    """
+    source = Path(source)
+    nvcc = nvcc_path()
+    if nvcc is None:
+        raise CompileError("nvcc was not found on PATH", "nvcc not found")
+    text = source.read_bytes()
+    flags = [*BASE_FLAGS, *gencode_flags(arch), *extra_flags]
+    key = hashlib.sha256()
+    for part in (
+        text,
+        SHIM.read_bytes(),
+        *(p.read_bytes() for p in sorted(include_dir.glob("*.h"))),
+        " ".join(flags).encode(),
+        toolkit_version(nvcc).encode(),
+    ):
+        key.update(hashlib.sha256(part).digest())
+    digest = key.hexdigest()
+    out_dir = cache_dir() / digest[:32]
+    library = out_dir / "kernel.so"
+    log_file = out_dir / "nvcc.log"
+    source_sha = hashlib.sha256(text).hexdigest()
+    command = " ".join(
+        [nvcc, *flags, f"-I{include_dir}", "-o", str(library), "kernel.cu", str(SHIM)]
+    )
+    if use_cache and library.exists():
+        return CompiledKernel(
+            library,
+            CompileInfo(
+                ok=True, cached=True, log=log_file.read_text() if log_file.exists() else "",
+                command=command, library=str(library), source_sha256=source_sha,
+            ),
+        )
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(dir=out_dir.parent, prefix="build-") as tmp:
+        tmp_dir = Path(tmp)
+        (tmp_dir / "kernel.cu").write_bytes(text)
+        cmd = [
+            nvcc, *flags, f"-I{include_dir}", "-o", str(tmp_dir / "kernel.so"),
+            str(tmp_dir / "kernel.cu"), str(SHIM),
+        ]
+        try:
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, cwd=tmp_dir
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise CompileError(
+                f"nvcc ran past {COMPILE_TIMEOUT_S} s", f"nvcc timed out after {exc.timeout} s"
+            ) from exc
+        log = (proc.stdout + proc.stderr).replace(str(tmp_dir) + "/", "")
+        if proc.returncode != 0:
+            raise CompileError(f"nvcc failed with exit code {proc.returncode}", log)
+        (tmp_dir / "nvcc.log").write_text(log)
+        try:
+            os.rename(tmp_dir, out_dir)
+            os.mkdir(tmp_dir)  # so that TemporaryDirectory's cleanup finds its folder
+        except OSError:
+            # Another process finished the same build first; its library is identical.
+            pass
+    return CompiledKernel(
+        library,
+        CompileInfo(
+            ok=True, cached=False, seconds=time.monotonic() - start, log=log,
+            command=command, library=str(library), source_sha256=source_sha,
+        ),
+    )

@@ -1,0 +1,68 @@
+"""Correctness rule (FlashAttention's): a bf16 kernel may be at most twice as far from the fp32
+reference as the same math done in bf16, plus the rounding floor of storing the answer in bf16.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Check:
+    ok: bool
+    max_error: float
+    tolerance: float
+    reason: str = ""
+
+
+def rounding_floor(ref32: torch.Tensor) -> float:
+    """The error of rounding the exact answer to bf16: no bf16 output can do better."""
+    return float((ref32.to(torch.bfloat16).float() - ref32).abs().max().item())
+
+
+def tolerance(ref32: torch.Tensor, ref_lowp: torch.Tensor) -> float:
+    lowp_error = float((ref_lowp.float() - ref32).abs().max().item())
+    return 2.0 * lowp_error + rounding_floor(ref32)
+
+
+def check_output(out: torch.Tensor, ref32: torch.Tensor, ref_lowp: torch.Tensor) -> Check:
+    """Compare a candidate output (already NaN-poisoned before the call) with the references."""
+    tol = tolerance(ref32, ref_lowp)
+    outf = out.float()
+    nonfinite = ~torch.isfinite(outf)
+    n_bad = int(nonfinite.sum().item())
+    if n_bad:
+        n_nan = int(torch.isnan(outf).sum().item())
+        total = outf.numel()
+        if n_nan == n_bad:
+            first = _first_index(nonfinite)
+            return Check(
+                False, float("inf"), tol,
+                f"{n_nan} of {total} output elements are NaN (the poison value: never written"
+                f" or computed as NaN), first at [b, s, h, d] = {first}",
+            )
+        return Check(False, float("inf"), tol, f"{n_bad} of {total} output elements are NaN/Inf")
+    diff = (outf - ref32).abs()
+    err = float(diff.max().item())
+    if err <= tol:
+        return Check(True, err, tol)
+    worst = _first_index(diff == diff.max())
+    return Check(
+        False, err, tol,
+        f"max error {err:.3e} > tolerance {tol:.3e} (2x bf16-reference error + rounding), "
+        f"worst at [b, s, h, d] = {worst}",
+    )
+
+
+def _first_index(mask: torch.Tensor) -> list[int]:
+    idx = mask.flatten().nonzero()
+    if idx.numel() == 0:
+        return []
+    flat = int(idx[0].item())
+    coords = []
+    for size in reversed(mask.shape):
+        coords.append(flat % size)
+        flat //= size
+    return list(reversed(coords))

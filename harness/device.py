@@ -1,0 +1,144 @@
+"""The device the worker evaluates on: a CUDA GPU through torch, or the CPU (for the harness's
+own tests). Timers, cache flushing and health checks differ; everything else is shared."""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+
+class FatalDeviceError(RuntimeError):
+    """The device context is unusable (illegal address, launch failure, ...): the worker
+    process must end, and the executor continues in a fresh one."""
+
+
+class Device(ABC):
+    name: str
+    torch_device: torch.device
+
+    @property
+    def stream_handle(self) -> int:
+        return 0
+
+    @abstractmethod
+    def synchronize(self) -> None: ...
+
+    @abstractmethod
+    def flush_cache(self) -> None: ...
+
+    @abstractmethod
+    def time_call(self, fn: Callable[[], None]) -> Callable[[], float]:
+        """Enqueue fn between two timestamps; returns a function that gives milliseconds
+        once the device has been synchronized."""
+
+    def check_healthy(self) -> None:
+        """Raise FatalDeviceError when the context no longer works."""
+
+    def release_memory(self) -> None:
+        """Drop cached allocations so the next scenario gets fresh memory."""
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+
+class CpuDevice(Device):
+    name = "cpu"
+
+    def __init__(self) -> None:
+        self.torch_device = torch.device("cpu")
+
+    def synchronize(self) -> None:
+        pass
+
+    def flush_cache(self) -> None:
+        pass
+
+    def time_call(self, fn: Callable[[], None]) -> Callable[[], float]:
+        t0 = time.perf_counter()
+        fn()
+        ms = (time.perf_counter() - t0) * 1e3
+        return lambda: ms
+
+
+class CudaDevice(Device):
+    """One GPU, a dedicated harness stream (non-blocking), and an L2 flush buffer."""
+
+    def __init__(self, index: int = 0) -> None:
+        if not torch.cuda.is_available():
+            raise RuntimeError("no CUDA GPU is available")
+        torch.cuda.set_device(index)
+        self.torch_device = torch.device("cuda", index)
+        props = torch.cuda.get_device_properties(index)
+        self.name = props.name
+        self.capability = (props.major, props.minor)
+        self.sm_count = props.multi_processor_count
+        l2 = int(getattr(props, "L2_cache_size", 0) or 50 << 20)
+        # Zeroing twice the L2 evicts everything the previous call left there.
+        self._flush = torch.empty(max(2 * l2, 64 << 20) // 4, dtype=torch.int32,
+                                  device=self.torch_device)
+        self.stream = torch.cuda.Stream(device=self.torch_device)
+        torch.cuda.set_stream(self.stream)
+        # fp32 references must be true fp32.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
+
+    @property
+    def stream_handle(self) -> int:
+        return int(self.stream.cuda_stream)
+
+    def synchronize(self) -> None:
+        try:
+            torch.cuda.synchronize(self.torch_device)
+        except RuntimeError as exc:
+            raise FatalDeviceError(_first_line(exc)) from exc
+
+    def flush_cache(self) -> None:
+        self._flush.zero_()
+
+    def time_call(self, fn: Callable[[], None]) -> Callable[[], float]:
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record(self.stream)
+        fn()
+        end.record(self.stream)
+        return lambda: float(start.elapsed_time(end))
+
+    def check_healthy(self) -> None:
+        try:
+            probe = torch.ones(16, device=self.torch_device)
+            if float(probe.sum().item()) != 16.0:
+                raise FatalDeviceError("the device returned a wrong result for a probe")
+            torch.cuda.synchronize(self.torch_device)
+        except RuntimeError as exc:
+            raise FatalDeviceError(_first_line(exc)) from exc
+
+    def release_memory(self) -> None:
+        torch.cuda.empty_cache()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "capability": f"{self.capability[0]}.{self.capability[1]}",
+            "sm_count": self.sm_count,
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version(),
+        }
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def make_device(kind: str) -> Device:
+    if kind == "cpu":
+        return CpuDevice()
+    if kind == "cuda":
+        return CudaDevice()
+    raise ValueError(f"unknown device kind {kind!r}")

@@ -1,0 +1,138 @@
+"""One evaluation from source to report: compile the candidate (and the baseline), run the
+job on an executor, and assemble the report. The CLI and the server both call this."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.compile import DEFAULT_ARCH, CompileError, compile_kernel
+from harness.executor import Executor, LocalExecutor, ProgressFn
+from harness.problem import KernelSpec
+from harness.report import NOT_COMPILED, CompileInfo, EvaluationReport, ScenarioResult
+from harness.scenario import Scenario
+from harness.settings import EvalSettings
+from harness.worker import WorkerJob, get_problem
+
+
+def gpu_available() -> bool:
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # a broken driver install reads as "no GPU" here
+        return False
+
+
+def detect_arch() -> str:
+    """The nvcc target for the GPU of this machine (sm_90a when there is none)."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            from harness.compile import arch_for_capability
+
+            return arch_for_capability(*torch.cuda.get_device_capability(0))
+    except Exception:
+        pass
+    return DEFAULT_ARCH
+
+
+def not_compiled_report(
+    kernel: str, baseline: str | None, scenarios: Sequence[Scenario], suite: str,
+    info: CompileInfo, reason: str,
+) -> EvaluationReport:
+    results = [
+        ScenarioResult(s.name, s.category, s.hidden, NOT_COMPILED, reason) for s in scenarios
+    ]
+    return EvaluationReport(
+        kernel=kernel, baseline=baseline, gpu="", suite=suite, scenarios=results, compile=info,
+        started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    )
+
+
+def evaluate_source(
+    source: Path,
+    scenarios: Sequence[Scenario],
+    *,
+    baseline: Path | None = None,
+    suite: str = "all",
+    settings: EvalSettings | None = None,
+    executor: Executor | None = None,
+    progress: ProgressFn | None = None,
+    cancel: threading.Event | None = None,
+    problem_name: str = "attention-forward",
+    arch: str | None = None,
+) -> EvaluationReport:
+    """Compile `source` (and `baseline`, default: the problem's baseline) and evaluate it."""
+    settings = settings or EvalSettings()
+    executor = executor or LocalExecutor()
+    problem = get_problem(problem_name)
+    baseline = baseline if baseline is not None else problem.baseline_source
+    arch = arch or detect_arch()
+    started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    t0 = time.monotonic()
+    try:
+        from harness import static_checks
+
+        findings = static_checks.check_source(source.read_text(errors="replace"))
+        blocking = [f for f in findings if f.blocking]
+        if blocking:
+            info = CompileInfo(ok=False, log="\n".join(str(f) for f in findings))
+            return not_compiled_report(
+                str(source), str(baseline), scenarios, suite, info,
+                "static checks refused the kernel: " + "; ".join(str(f) for f in blocking[:3]),
+            )
+    except ImportError:
+        pass
+    try:
+        built = compile_kernel(source, arch=arch)
+    except CompileError as exc:
+        info = CompileInfo(ok=False, log=exc.log)
+        return not_compiled_report(
+            str(source), str(baseline), scenarios, suite, info, f"compile failed: {exc}"
+        )
+    base_spec = None
+    try:
+        base_built = compile_kernel(baseline, arch=arch)
+        base_spec = KernelSpec("baseline", "library", str(base_built.library))
+    except CompileError as exc:
+        # Without a baseline the candidate is still judged; only speedups vs baseline go.
+        built.info.log += f"\n[baseline did not compile: {exc}]\n{exc.log}"
+    job = WorkerJob(
+        problem=problem_name,
+        candidate=KernelSpec(source.name, "library", str(built.library)),
+        baseline=base_spec,
+        scenarios=list(scenarios),
+        settings=settings,
+    )
+    result = executor.run(job, progress, cancel)
+    report = EvaluationReport(
+        kernel=str(source), baseline=str(baseline) if base_spec else None,
+        gpu=str(result.device.get("name", "")), suite=suite, scenarios=result.results,
+        compile=built.info, started_at=started_at, seconds=time.monotonic() - t0,
+        settings={**settings.to_dict(), "arch": arch, "device_info": result.device,
+                  "restarts": result.restarts},
+    )
+    return report
+
+
+def evaluate_job(
+    job: WorkerJob, *, kernel: str, suite: str = "all", executor: Executor | None = None,
+    progress: ProgressFn | None = None,
+) -> EvaluationReport:
+    """Evaluate already-built kernels (used by tests and by callers that compile themselves)."""
+    executor = executor or LocalExecutor()
+    started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    t0 = time.monotonic()
+    result = executor.run(job, progress)
+    return EvaluationReport(
+        kernel=kernel, baseline=job.baseline.label if job.baseline else None,
+        gpu=str(result.device.get("name", "")), suite=suite, scenarios=result.results,
+        compile=CompileInfo(ok=True), started_at=started_at, seconds=time.monotonic() - t0,
+        settings={**job.settings.to_dict(), "device_info": result.device,
+                  "restarts": result.restarts},
+    )

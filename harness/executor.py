@@ -1,0 +1,195 @@
+"""Executors run a worker job somewhere and return one result per scenario.
+
+The interface is what the server and the CLI depend on; LocalExecutor evaluates on this
+machine, each job in a fresh *spawned* process (never forked: CUDA cannot be re-initialised
+in a forked child) with its own CUDA context. A crash, hang or broken context fails the
+scenario it happened in, and the job continues in a new process from the next scenario."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.report import CRASH, ERROR, SKIPPED, TIMEOUT, ScenarioResult
+from harness.worker import WorkerJob, run_worker
+
+
+@dataclass
+class Progress:
+    """What a progress display needs: where the job is and what just finished."""
+
+    done: int
+    total: int
+    scenario: str
+    result: ScenarioResult | None = None
+    message: str = ""
+
+
+ProgressFn = Callable[[Progress], None]
+
+
+@dataclass
+class ExecutionResult:
+    results: list[ScenarioResult]
+    device: dict[str, Any] = field(default_factory=dict)
+    restarts: int = 0
+    seconds: float = 0.0
+
+
+class Executor(ABC):
+    """Evaluates a worker job; implementations decide where (this machine, a remote GPU)."""
+
+    @abstractmethod
+    def run(
+        self, job: WorkerJob, progress: ProgressFn | None = None,
+        cancel: threading.Event | None = None,
+    ) -> ExecutionResult: ...
+
+
+def _signal_name(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class LocalExecutor(Executor):
+    """Runs jobs on this machine's GPU (or CPU, for tests) in spawned child processes."""
+
+    def __init__(self) -> None:
+        self._ctx = mp.get_context("spawn")
+
+    def run(
+        self, job: WorkerJob, progress: ProgressFn | None = None,
+        cancel: threading.Event | None = None,
+    ) -> ExecutionResult:
+        started = time.monotonic()
+        scenarios = job.scenarios
+        total = len(scenarios)
+        results: dict[int, ScenarioResult] = {}
+        device: dict[str, Any] = {}
+        restarts = 0
+        next_index = 0
+        payload = job.to_dict()
+        settings = job.settings
+
+        def record(idx: int, result: ScenarioResult) -> None:
+            results[idx] = result
+            if progress:
+                progress(Progress(len(results), total, result.scenario, result))
+
+        def fail_rest(start: int, status: str, reason: str) -> None:
+            for i in range(start, total):
+                if i not in results:
+                    s = scenarios[i]
+                    record(i, ScenarioResult(s.name, s.category, s.hidden, status, reason))
+
+        while next_index < total:
+            if cancel is not None and cancel.is_set():
+                fail_rest(next_index, SKIPPED, "evaluation cancelled")
+                break
+            recv, send = self._ctx.Pipe(duplex=False)
+            proc = self._ctx.Process(
+                target=run_worker, args=(payload, next_index, send), daemon=True
+            )
+            proc.start()
+            send.close()
+            current: int | None = None
+            got_ready = False
+            deadline = time.monotonic() + settings.setup_timeout_s
+            outcome = "running"
+            while True:
+                if cancel is not None and cancel.is_set():
+                    outcome = "cancelled"
+                    break
+                try:
+                    ready = recv.poll(0.2)
+                except (EOFError, OSError):
+                    ready = False
+                if ready:
+                    try:
+                        msg = recv.recv()
+                    except (EOFError, OSError):
+                        outcome = "died"
+                        break
+                    kind = msg[0]
+                    if kind == "ready":
+                        device = msg[1]
+                        got_ready = True
+                        deadline = time.monotonic() + settings.scenario_timeout_s
+                        if progress:
+                            progress(Progress(len(results), total, "", None,
+                                              f"worker ready on {device.get('name', '?')}"))
+                    elif kind == "start":
+                        current = msg[1]
+                        deadline = time.monotonic() + settings.scenario_timeout_s
+                        if progress:
+                            progress(Progress(len(results), total, scenarios[msg[1]].name))
+                    elif kind == "result":
+                        record(msg[1], ScenarioResult.from_dict(msg[2]))
+                        next_index = msg[1] + 1
+                        current = None
+                    elif kind == "setup_error":
+                        outcome = "setup_error"
+                        fail_rest(next_index, ERROR, f"evaluation could not start: {msg[1]}")
+                        next_index = total
+                        break
+                    elif kind == "done":
+                        outcome = "done"
+                        break
+                    continue
+                if not proc.is_alive() and not recv.poll(0):
+                    outcome = "died"
+                    break
+                if time.monotonic() > deadline:
+                    outcome = "timeout"
+                    break
+            if outcome in ("timeout", "cancelled") or proc.is_alive():
+                proc.kill()
+            proc.join(timeout=30)
+            recv.close()
+            if outcome in ("done", "setup_error"):
+                break
+            if outcome == "cancelled":
+                fail_rest(next_index, SKIPPED, "evaluation cancelled")
+                break
+            # The worker timed out or died: charge the scenario it was on, then go on.
+            if not got_ready:
+                why = (f"did not start within {settings.setup_timeout_s:.0f} s"
+                       if outcome == "timeout" else f"died during setup ({_signal_name(proc.exitcode)})")
+                fail_rest(next_index, ERROR, f"the evaluation process {why}")
+                break
+            idx = current if current is not None else next_index
+            if current is not None and idx not in results:
+                s = scenarios[idx]
+                if outcome == "timeout":
+                    status, reason = TIMEOUT, (
+                        f"ran past the {settings.scenario_timeout_s:.0f} s limit of one scenario "
+                        "(hang or deadlock); the process was killed"
+                    )
+                else:
+                    status, reason = CRASH, (
+                        f"the evaluation process died ({_signal_name(proc.exitcode)})"
+                    )
+                record(idx, ScenarioResult(s.name, s.category, s.hidden, status, reason))
+                idx += 1
+            next_index = max(next_index, idx)
+            restarts += 1
+            if restarts > settings.max_restarts and next_index < total:
+                fail_rest(
+                    next_index, SKIPPED,
+                    f"not run: the kernel crashed or hung the evaluation {restarts} times",
+                )
+                break
+        ordered = [results[i] for i in range(total)]
+        return ExecutionResult(ordered, device, restarts, time.monotonic() - started)

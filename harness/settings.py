@@ -1,0 +1,38 @@
+"""Settings of one evaluation: trials, timing, peers, limits. Plain data, sent to workers."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from harness.timing import TimingSettings
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    device: str = "cuda"  # "cuda" or "cpu" (the harness's own tests)
+    trials: int = 2  # correctness trials, each with fresh inputs at fresh addresses
+    seed: int = 0
+    check_determinism: bool = True
+    peers: tuple[str, ...] = ("cudnn", "flash")
+    timing: TimingSettings = field(default_factory=TimingSettings)
+    scenario_timeout_s: float = 120.0
+    setup_timeout_s: float = 300.0
+    max_restarts: int = 3  # fresh processes after crashes before the rest is skipped
+    max_workspace_bytes: int = 8 << 30
+    # Roofline rates (TFLOP/s, GB/s); measured on the GPU once and cached when left empty.
+    matrix_tflops: float | None = None
+    copy_gbps: float | None = None
+    max_speedup_vs_baseline: float = 100.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["peers"] = list(self.peers)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EvalSettings:
+        d = dict(d)
+        d["timing"] = TimingSettings(**d.get("timing", {}))
+        d["peers"] = tuple(d.get("peers", ()))
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})

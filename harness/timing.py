@@ -1,0 +1,126 @@
+"""Timing several implementations of one scenario by the same code, interleaved (A B A B ...)
+so that clock and thermal drift hit all of them alike: device timers around each call, the
+cache flushed and the input set rotated before every repetition, warm-up excluded, median
+of many, and a wall-clock cross-check that exposes work hidden from the timed stream."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from harness.device import Device
+from harness.stats import median, relative_spread
+
+
+@dataclass(frozen=True)
+class TimingSettings:
+    budget_ms: float = 20.0  # device time per implementation per scenario
+    min_reps: int = 5
+    min_reps_slow: int = 3  # for calls slower than slow_ms, fewer repetitions are enough
+    slow_ms: float = 5.0
+    max_reps: int = 100
+    warmup: int = 1
+    wall_reps: int = 5
+    # A call whose synchronized wall time exceeds the device-timer median by this factor plus
+    # slack is doing work the timed stream does not see.
+    wall_factor: float = 1.5
+    wall_slack_ms: float = 0.1
+
+
+@dataclass
+class Timed:
+    samples_ms: list[float]
+    wall_ms_per_call: float
+    flags: list[str] = field(default_factory=list)
+
+    @property
+    def median_ms(self) -> float:
+        return median(self.samples_ms)
+
+    @property
+    def spread(self) -> float:
+        return relative_spread(self.samples_ms)
+
+    @property
+    def reps(self) -> int:
+        return len(self.samples_ms)
+
+
+# fn(set_index) launches one call on input set `set_index`; it raises on a kernel error.
+Launch = Callable[[int], None]
+
+
+def reps_for(estimate_ms: float, s: TimingSettings) -> int:
+    floor = s.min_reps_slow if estimate_ms > s.slow_ms else s.min_reps
+    if estimate_ms <= 0:
+        return s.max_reps
+    return max(floor, min(s.max_reps, math.ceil(s.budget_ms / estimate_ms)))
+
+
+def time_interleaved(
+    device: Device, launches: Mapping[str, Launch], n_sets: int, settings: TimingSettings,
+    before: Mapping[str, Launch] | None = None,
+) -> dict[str, Timed]:
+    """Median device time of each launch, interleaved, with a flushed cache before each call.
+    `before[name](set)` runs before each timed call of `name`, outside the timed region."""
+    names = list(launches)
+    before = before or {}
+
+    def prepare(name: str, set_index: int) -> None:
+        if name in before:
+            before[name](set_index)
+        device.flush_cache()
+
+    estimates: dict[str, float] = {}
+    for name in names:
+        fn = launches[name]
+        for w in range(settings.warmup):
+            prepare(name, w % n_sets)
+            fn(w % n_sets)
+        device.synchronize()
+        prepare(name, 0)
+        read = device.time_call(lambda fn=fn: fn(0))  # type: ignore[misc]
+        device.synchronize()
+        estimates[name] = read()
+    reps = {name: reps_for(estimates[name], settings) for name in names}
+    pending: dict[str, list[Callable[[], float]]] = {name: [] for name in names}
+    for r in range(max(reps.values(), default=0)):
+        for name in names:
+            if r >= reps[name]:
+                continue
+            fn = launches[name]
+            prepare(name, r % n_sets)
+            pending[name].append(device.time_call(lambda fn=fn, r=r: fn(r % n_sets)))  # type: ignore[misc]
+    device.synchronize()
+    results: dict[str, Timed] = {}
+    for name in names:
+        samples = [read() for read in pending[name]]
+        wall = wall_clock_per_call(
+            device, launches[name], n_sets, settings.wall_reps, before.get(name)
+        )
+        timed = Timed(samples_ms=samples, wall_ms_per_call=wall)
+        if wall > settings.wall_factor * timed.median_ms + settings.wall_slack_ms:
+            timed.flags.append(
+                f"wall-clock {wall:.4f} ms per call vs {timed.median_ms:.4f} ms on the device "
+                "timer: work runs outside the timed stream"
+            )
+        results[name] = timed
+    return results
+
+
+def wall_clock_per_call(
+    device: Device, fn: Launch, n_sets: int, reps: int, before: Launch | None = None
+) -> float:
+    """Synchronized host time per call, each call measured alone (no flush in between)."""
+    total = 0.0
+    for r in range(reps):
+        if before is not None:
+            before(r % n_sets)
+        device.synchronize()
+        t0 = time.perf_counter()
+        fn(r % n_sets)
+        device.synchronize()
+        total += time.perf_counter() - t0
+    return total * 1e3 / max(1, reps)

@@ -1,0 +1,378 @@
+"""The evaluation worker: runs inside a fresh spawned process with its own CUDA context and
+evaluates scenarios one by one, sending each result to the executor as soon as it exists.
+
+Order per scenario (DESIGN verifier rules 3-5): the candidate runs on fresh inputs into a
+NaN-poisoned output before any reference exists in device memory; it runs twice on the same
+inputs (bitwise determinism); the inputs must be unchanged; only then are the fp32 and bf16
+references computed and the output judged; a second trial repeats this with other inputs at
+other addresses. Timing then interleaves candidate, baseline and peers over the trial input
+sets, and the candidate's outputs are re-checked bit for bit afterwards."""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from harness.device import Device, FatalDeviceError, make_device
+from harness.problem import KernelSpec, LoadedKernel, Problem
+from harness.report import (
+    CRASH,
+    ERROR,
+    FAIL,
+    PASS,
+    UNSUPPORTED,
+    PeerResult,
+    ScenarioResult,
+)
+from harness.roofline import Rates
+from harness.scenario import Scenario
+from harness.settings import EvalSettings
+from harness.correctness import check_output
+from harness.timing import time_interleaved
+
+# CUDA errors after which the context is unusable: the process must end.
+STICKY_CUDA_ERRORS = frozenset({700, 702, 714, 715, 716, 717, 718, 719, 999})
+EXIT_FATAL = 3
+
+
+class KernelFailure(Exception):
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+@dataclass
+class WorkerJob:
+    problem: str
+    candidate: KernelSpec
+    baseline: KernelSpec | None
+    scenarios: list[Scenario]
+    settings: EvalSettings
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "problem": self.problem,
+            "candidate": self.candidate.to_dict(),
+            "baseline": self.baseline.to_dict() if self.baseline else None,
+            "scenarios": [s.to_dict() for s in self.scenarios],
+            "settings": self.settings.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> WorkerJob:
+        return cls(
+            problem=d["problem"],
+            candidate=KernelSpec.from_dict(d["candidate"]),
+            baseline=KernelSpec.from_dict(d["baseline"]) if d.get("baseline") else None,
+            scenarios=[Scenario.from_dict(s) for s in d["scenarios"]],
+            settings=EvalSettings.from_dict(d["settings"]),
+        )
+
+
+def get_problem(name: str) -> Problem:
+    if name == "attention-forward":
+        from harness.attention.problem import AttentionForward
+
+        return AttentionForward()
+    raise ValueError(f"unknown problem {name!r}")
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.view(torch.int16) if t.element_size() == 2 else t.view(torch.int32)
+
+
+def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equality of the stored bits (NaN == NaN when their bits match)."""
+    return a.shape == b.shape and bool(torch.equal(_bits(a), _bits(b)))
+
+
+def count_bit_differences(a: torch.Tensor, b: torch.Tensor) -> int:
+    return int((_bits(a) != _bits(b)).sum().item())
+
+
+class ScenarioEvaluator:
+    def __init__(
+        self,
+        problem: Problem,
+        device: Device,
+        candidate: LoadedKernel,
+        baseline: LoadedKernel | None,
+        settings: EvalSettings,
+        rates: Rates | None,
+    ) -> None:
+        self.problem = problem
+        self.device = device
+        self.candidate = candidate
+        self.baseline = baseline
+        self.settings = settings
+        self.rates = rates
+
+    # -- calling kernels -------------------------------------------------------------------
+
+    def _call(self, kernel: LoadedKernel, buffers: Any, who: str) -> None:
+        rc = kernel(buffers, self.device.stream_handle)
+        late = kernel.last_error()
+        if rc == 0 and late != 0:
+            rc = late
+            who = f"{who} (launch error it did not return)"
+        if rc == 0:
+            return
+        if rc == self.problem.not_supported_code:
+            raise KernelFailure(UNSUPPORTED, f"{who} returned cudaErrorNotSupported")
+        name = kernel.error_name(rc)
+        if rc in STICKY_CUDA_ERRORS:
+            raise FatalDeviceError(f"{who} returned {name} ({rc})")
+        raise KernelFailure(ERROR, f"{who} returned {name} ({rc})")
+
+    def _workspace(self, kernel: LoadedKernel, s: Scenario, buffers: Any) -> torch.Tensor | None:
+        need = int(kernel.workspace_bytes(buffers))
+        if need <= 0:
+            return None
+        if need > self.settings.max_workspace_bytes:
+            raise KernelFailure(
+                ERROR,
+                f"{kernel.label} asks for {need} bytes of workspace, more than the limit of "
+                f"{self.settings.max_workspace_bytes}",
+            )
+        ws = torch.empty(need, dtype=torch.uint8, device=self.device.torch_device)
+        ws.fill_(0xFF)  # NaN in bf16 and fp32: a kernel must not read scratch it did not write
+        return ws
+
+    def _prepare(self, kernel: LoadedKernel, s: Scenario, inputs: list[torch.Tensor]) -> Any:
+        out = self.problem.new_output(s, self.device.torch_device)
+        probe = self.problem.buffers(s, inputs, out, None)
+        ws = self._workspace(kernel, s, probe)
+        return self.problem.buffers(s, inputs, out, ws)
+
+    def _check_inputs(self, inputs: list[torch.Tensor], originals: list[torch.Tensor]) -> None:
+        for name, now, before in zip(("q", "k", "v"), inputs, originals, strict=False):
+            if not bitwise_equal(now, before):
+                raise KernelFailure(FAIL, f"the kernel modified its input {name}")
+
+    def _repoison(self, buffers: Any) -> None:
+        buffers.o.fill_(float("nan"))
+        self._poison_workspace(buffers)
+
+    def _poison_workspace(self, buffers: Any) -> None:
+        if buffers.workspace is not None:
+            buffers.workspace.fill_(0xFF)
+
+    # -- one scenario ----------------------------------------------------------------------
+
+    def evaluate(self, s: Scenario) -> ScenarioResult:
+        started = time.monotonic()
+        r = ScenarioResult(
+            scenario=s.name, category=s.category, hidden=s.hidden, status=PASS,
+            flops=self.problem.flops(s), bytes=self.problem.min_bytes(s),
+        )
+        try:
+            self._evaluate(s, r)
+        except KernelFailure as f:
+            r.status, r.reason = f.status, f.reason
+        except torch.cuda.OutOfMemoryError as exc:
+            r.status, r.reason = ERROR, f"out of device memory: {str(exc).splitlines()[0]}"
+        except FatalDeviceError:
+            raise
+        except Exception as exc:
+            # A torch op failing after the kernel ran usually means the kernel broke the
+            # context; tell the two cases apart with a probe.
+            self.device.check_healthy()
+            r.status = ERROR
+            r.reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        finally:
+            r.seconds = time.monotonic() - started
+            self.device.release_memory()
+        return r
+
+    def _evaluate(self, s: Scenario, r: ScenarioResult) -> None:
+        dev = self.device.torch_device
+        settings = self.settings
+        trial_sets: list[tuple[list[torch.Tensor], Any]] = []
+        peers = {k: v for k, v in self.problem.peers(s).items() if k in settings.peers} \
+            if settings.device == "cuda" else {}
+        peer_status: dict[str, PeerResult] = {}
+        worst_ratio = -1.0
+        for trial in range(settings.trials):
+            seed = settings.seed * 1_000_003 + trial
+            inputs = self.problem.make_inputs(s, seed, dev)
+            originals = [x.clone() for x in inputs]
+            bufs = self._prepare(self.candidate, s, inputs)
+            self._call(self.candidate, bufs, "the kernel")
+            self.device.synchronize()
+            self._check_inputs(inputs, originals)
+            if settings.check_determinism:
+                first = bufs.o.clone()
+                self._repoison(bufs)
+                self._call(self.candidate, bufs, "the kernel")
+                self.device.synchronize()
+                self._check_inputs(inputs, originals)
+                if not bitwise_equal(first, bufs.o):
+                    n = count_bit_differences(first, bufs.o)
+                    raise KernelFailure(
+                        FAIL,
+                        f"non-deterministic: {n} output elements differ between two runs on the "
+                        f"same inputs (trial {trial + 1}); a race or a read of uninitialised memory",
+                    )
+                del first
+            del originals
+            # References exist only from here on, after the candidate's output.
+            ref32 = self.problem.reference(s, inputs, torch.float32)
+            ref_lowp = self.problem.reference(s, inputs, torch.bfloat16)
+            chk = check_output(bufs.o, ref32, ref_lowp)
+            # Report the trial that came closest to (or past) its tolerance.
+            ratio = chk.max_error / chk.tolerance if chk.tolerance > 0 else float("inf")
+            if r.max_error is None or ratio > worst_ratio:
+                worst_ratio = ratio
+                r.max_error, r.tolerance = chk.max_error, chk.tolerance
+            if not chk.ok:
+                raise KernelFailure(FAIL, f"trial {trial + 1}: {chk.reason}")
+            if trial == 0:
+                for pname, peer in peers.items():
+                    peer_status[pname] = self._check_peer(peer, bufs, ref32, ref_lowp)
+            del ref32, ref_lowp
+            trial_sets.append((inputs, bufs))
+            self.device.release_memory()
+        self._time(s, r, trial_sets, peers, peer_status)
+
+    def _check_peer(
+        self, peer: Callable[[Any], torch.Tensor], bufs: Any, ref32: torch.Tensor,
+        ref_lowp: torch.Tensor,
+    ) -> PeerResult:
+        try:
+            out = peer(bufs)
+            self.device.synchronize()
+        except FatalDeviceError:
+            raise
+        except Exception as exc:
+            return PeerResult(status="unsupported", reason=str(exc).strip().splitlines()[0][:200])
+        chk = check_output(out.transpose(1, 2), ref32, ref_lowp)
+        if not chk.ok:
+            return PeerResult(status="incorrect", reason=chk.reason[:200])
+        return PeerResult(status="ok")
+
+    def _time(
+        self, s: Scenario, r: ScenarioResult, trial_sets: list[tuple[list[torch.Tensor], Any]],
+        peers: dict[str, Callable[[Any], torch.Tensor]], peer_status: dict[str, PeerResult],
+    ) -> None:
+        n_sets = len(trial_sets)
+        cand_bufs = [b for _, b in trial_sets]
+        validated = [b.o.clone() for b in cand_bufs]
+        launches: dict[str, Callable[[int], None]] = {
+            "candidate": lambda i: self._call(self.candidate, cand_bufs[i], "the kernel"),
+        }
+        # Scratch is poisoned before every call, outside the timed region.
+        before: dict[str, Callable[[int], None]] = {
+            "candidate": lambda i: self._poison_workspace(cand_bufs[i]),
+        }
+        if self.baseline is not None:
+            try:
+                base_bufs = [self._prepare(self.baseline, s, inp) for inp, _ in trial_sets]
+                self._call(self.baseline, base_bufs[0], "the baseline")
+                self.device.synchronize()
+                launches["baseline"] = lambda i: self._call(
+                    self.baseline, base_bufs[i], "the baseline"  # type: ignore[arg-type]
+                )
+            except KernelFailure as f:
+                r.flags.append(f"baseline not timed: {f.reason}")
+        for pname, peer in peers.items():
+            if peer_status.get(pname, PeerResult("unsupported")).status == "ok":
+                launches[pname] = lambda i, peer=peer: peer(cand_bufs[i])  # type: ignore[misc]
+        timed = time_interleaved(self.device, launches, n_sets, self.settings.timing, before)
+        for i, (b, good) in enumerate(zip(cand_bufs, validated, strict=True)):
+            if not bitwise_equal(b.o, good):
+                n = count_bit_differences(b.o, good)
+                raise KernelFailure(
+                    FAIL,
+                    f"output of input set {i + 1} changed during the timing loop ({n} elements "
+                    "differ from the validated result): the kernel drifts or races",
+                )
+        cand = timed["candidate"]
+        ms = cand.median_ms
+        r.time_ms, r.time_spread, r.reps = ms, cand.spread, cand.reps
+        if ms > 0:
+            r.tflops = r.flops / (ms * 1e-3) / 1e12
+            r.gbps = r.bytes / (ms * 1e-3) / 1e9
+        r.flags.extend(cand.flags)
+        if "baseline" in timed:
+            r.baseline_ms = timed["baseline"].median_ms
+            if ms > 0:
+                r.speedup_vs_baseline = r.baseline_ms / ms
+        for pname, status in peer_status.items():
+            if pname in timed:
+                pms = timed[pname].median_ms
+                status.time_ms = pms
+                status.tflops = r.flops / (pms * 1e-3) / 1e12 if pms > 0 else None
+                if ms > 0:
+                    r.speedup_vs_peers[pname] = pms / ms
+            r.peers[pname] = status
+        self._sanity(r)
+
+    def _sanity(self, r: ScenarioResult) -> None:
+        if r.time_ms is None:
+            return
+        if self.rates is not None:
+            floor = self.rates.floor_ms(r.flops, r.bytes)
+            if r.time_ms < floor:
+                r.flags.append(
+                    f"impossible: {r.time_ms:.4f} ms is under the roofline floor {floor:.4f} ms"
+                )
+        limit = self.settings.max_speedup_vs_baseline
+        if r.speedup_vs_baseline is not None and r.speedup_vs_baseline > limit:
+            r.flags.append(
+                f"impossible: {r.speedup_vs_baseline:.0f}x over the baseline (limit {limit:.0f}x)"
+            )
+
+
+def _rates_for(device: Device, settings: EvalSettings) -> Rates | None:
+    if settings.matrix_tflops and settings.copy_gbps:
+        return Rates(device.name, settings.matrix_tflops, settings.copy_gbps)
+    if settings.device != "cuda":
+        return None
+    from harness.roofline import measure_cuda_rates
+
+    return measure_cuda_rates(device.name)
+
+
+def run_worker(job_dict: dict[str, Any], start: int, conn: Any) -> None:
+    """Entry point of the spawned process. Messages: ("ready", info), ("start", i),
+    ("result", i, dict), ("setup_error", text), ("done",)."""
+    try:
+        job = WorkerJob.from_dict(job_dict)
+        device = make_device(job.settings.device)
+        problem = get_problem(job.problem)
+        candidate = problem.load_kernel(job.candidate)
+        baseline = problem.load_kernel(job.baseline) if job.baseline else None
+        rates = _rates_for(device, job.settings)
+    except Exception as exc:
+        conn.send(("setup_error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        conn.close()
+        return
+    info = device.describe()
+    if rates is not None:
+        info["matrix_tflops"], info["copy_gbps"] = rates.matrix_tflops, rates.copy_gbps
+    conn.send(("ready", info))
+    evaluator = ScenarioEvaluator(problem, device, candidate, baseline, job.settings, rates)
+    for idx in range(start, len(job.scenarios)):
+        s = job.scenarios[idx]
+        conn.send(("start", idx))
+        try:
+            result = evaluator.evaluate(s)
+        except FatalDeviceError as exc:
+            result = ScenarioResult(
+                scenario=s.name, category=s.category, hidden=s.hidden, status=CRASH,
+                reason=f"the CUDA context broke: {exc}",
+                flops=problem.flops(s), bytes=problem.min_bytes(s),
+            )
+            conn.send(("result", idx, result.to_dict()))
+            conn.close()
+            os._exit(EXIT_FATAL)
+        conn.send(("result", idx, result.to_dict()))
+    conn.send(("done",))
+    conn.close()

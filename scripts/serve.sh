@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Sets up Socratic on a fresh machine and runs the server (SQLite, default agent).
+# This is the README's main command. Arguments go to `socratic serve`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e .
+exec .venv/bin/socratic serve "$@"

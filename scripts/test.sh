@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Sets up everything the tests need on a fresh machine, then lints, type-checks and tests.
+# This is the README's test command; .ci/run calls it on a clean clone.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+# torch==2.13.0 is pinned; on the CI machine pip takes its CPU build from the local wheel folder.
+.venv/bin/python -m pip install -q -e ".[dev]"
+
+# Browser tests drive the system Chromium (never a downloaded browser).
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "chromium is not installed: browser tests will be skipped" >&2
+  fi
+fi
+
+.venv/bin/ruff check app harness question_bank tests
+.venv/bin/mypy
+.venv/bin/python -m pytest -q "$@"

@@ -1,0 +1,117 @@
+"""Kernels written in Python for the CPU backend: they let CI exercise the whole evaluation
+pipeline (poisoning, trials, determinism, tolerance, isolation) without a GPU. Each function
+takes AttentionBuffers and returns a CUDA-style error code."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+import torch
+
+from harness.attention.abi import CUDA_ERROR_NOT_SUPPORTED, AttentionBuffers
+from harness.attention.reference import attention_reference
+
+
+def _exact(b: AttentionBuffers) -> torch.Tensor:
+    return attention_reference(
+        b.q, b.k, b.v, causal=b.causal, scale=b.scale, compute_dtype=torch.float32
+    ).to(torch.bfloat16)
+
+
+def correct(b: AttentionBuffers) -> int:
+    b.o.copy_(_exact(b))
+    return 0
+
+
+def correct_slow(b: AttentionBuffers) -> int:
+    time.sleep(0.002)
+    return correct(b)
+
+
+def missing_tail(b: AttentionBuffers) -> int:
+    """Writes only the first 64 query rows: ragged shapes expose it."""
+    out = _exact(b)
+    b.o[:, :64].copy_(out[:, :64])
+    return 0
+
+
+def wrong_causal_offset(b: AttentionBuffers) -> int:
+    """Top-left causal alignment instead of bottom-right: wrong only when seqlen_q != seqlen_k."""
+    if b.causal and b.q.shape[1] != b.k.shape[1]:
+        sq, sk = b.q.shape[1], b.k.shape[1]
+        n = min(sq, sk)
+        ref = attention_reference(
+            b.q[:, :n], b.k[:, :n], b.v[:, :n], causal=True, scale=b.scale,
+            compute_dtype=torch.float32,
+        )
+        b.o.zero_()
+        b.o[:, :n].copy_(ref.to(torch.bfloat16))
+        return 0
+    return correct(b)
+
+
+def low_precision(b: AttentionBuffers) -> int:
+    """Rounds the scores to fp8-like precision: close, but past the 2x bf16 rule."""
+    q = (b.q.float() * 8).round() / 8
+    k = (b.k.float() * 8).round() / 8
+    ref = attention_reference(q, k, b.v.float(), causal=b.causal, scale=b.scale,
+                              compute_dtype=torch.float32)
+    b.o.copy_(ref.to(torch.bfloat16))
+    return 0
+
+
+def nondeterministic(b: AttentionBuffers) -> int:
+    correct(b)
+    i = random.randrange(b.o.shape[1])
+    b.o[0, i, 0, 0] += 0.0625 * random.choice((-1, 1))
+    return 0
+
+
+def mutates_input(b: AttentionBuffers) -> int:
+    correct(b)
+    b.q[0, 0, 0, 0] += 1.0
+    return 0
+
+
+def not_supported_d64(b: AttentionBuffers) -> int:
+    if b.q.shape[3] == 64:
+        return CUDA_ERROR_NOT_SUPPORTED
+    return correct(b)
+
+
+def launch_error(b: AttentionBuffers) -> int:
+    return 9  # cudaErrorInvalidConfiguration
+
+
+def crash_on_causal(b: AttentionBuffers) -> int:
+    if b.causal:
+        os._exit(77)
+    return correct(b)
+
+
+def hang_on_causal(b: AttentionBuffers) -> int:
+    if b.causal:
+        time.sleep(3600)
+    return correct(b)
+
+
+def drifts_after_calls(b: AttentionBuffers) -> int:
+    """Correct for the first calls, then quietly wrong: caught by re-validation after timing."""
+    drifts_after_calls.calls = getattr(drifts_after_calls, "calls", 0) + 1  # type: ignore[attr-defined]
+    correct(b)
+    if drifts_after_calls.calls > 6:  # type: ignore[attr-defined]
+        b.o.mul_(1.01)
+    return 0
+
+
+def uses_workspace(b: AttentionBuffers) -> int:
+    assert b.workspace is not None and b.workspace.numel() == 4096
+    assert bool((b.workspace == 0xFF).all()), "workspace must arrive poisoned"
+    b.workspace.zero_()
+    return correct(b)
+
+
+def uses_workspace_workspace(b: AttentionBuffers) -> int:
+    return 4096

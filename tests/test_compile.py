@@ -1,0 +1,69 @@
+"""nvcc compilation into a shared library and its cache (nvcc is on the CI machine)."""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import pytest
+
+from harness.compile import CompileError, arch_for_capability, compile_kernel, gencode_flags
+from tests.conftest import HAS_NVCC, ROOT
+
+needs_nvcc = pytest.mark.skipif(not HAS_NVCC, reason="nvcc not installed")
+BASELINE = ROOT / "kernels" / "attention" / "baseline.cu"
+
+
+def test_gencode_keeps_the_arch_specific_target() -> None:
+    assert gencode_flags("sm_90a") == ["-gencode=arch=compute_90a,code=sm_90a"]
+    assert arch_for_capability(9, 0) == "sm_90a"
+    assert arch_for_capability(8, 0) == "sm_80"
+    with pytest.raises(ValueError):
+        gencode_flags("90")
+
+
+@needs_nvcc
+def test_baseline_compiles_exports_the_abi_and_is_cached(tmp_path: Path) -> None:
+    first = compile_kernel(BASELINE)
+    assert first.info.ok and not first.info.cached
+    lib = ctypes.CDLL(str(first.library))
+    assert lib.socratic_attention_forward and lib.socratic_attention_workspace
+    assert lib.socratic_harness_last_error  # the harness shim is linked in
+    again = compile_kernel(BASELINE)
+    assert again.info.cached and again.library == first.library
+    # A copy elsewhere with the same bytes hits the same cache entry.
+    copy = tmp_path / "same.cu"
+    copy.write_bytes(BASELINE.read_bytes())
+    assert compile_kernel(copy).library == first.library
+
+
+@needs_nvcc
+def test_changed_source_or_flags_miss_the_cache(tmp_path: Path) -> None:
+    src = tmp_path / "k.cu"
+    src.write_text(BASELINE.read_text())
+    a = compile_kernel(src)
+    src.write_text(BASELINE.read_text() + "\n// changed\n")
+    b = compile_kernel(src)
+    assert a.library != b.library and not b.info.cached
+    c = compile_kernel(src, extra_flags=("-DSOCRATIC_TEST=1",))
+    assert c.library != b.library
+
+
+@needs_nvcc
+def test_compile_error_carries_nvcc_messages_with_line_numbers(tmp_path: Path) -> None:
+    src = tmp_path / "broken.cu"
+    src.write_text('#include "contract.h"\nextern "C" int socratic_attention_forward(\n'
+                   "  const SocraticAttentionArgs* a, cudaStream_t s) { return undefined_thing; }\n")
+    with pytest.raises(CompileError) as err:
+        compile_kernel(src)
+    assert "undefined_thing" in err.value.log
+    assert "kernel.cu(3)" in err.value.log
+
+
+@needs_nvcc
+def test_defining_a_harness_symbol_is_refused(tmp_path: Path) -> None:
+    src = tmp_path / "sneaky.cu"
+    src.write_text(BASELINE.read_text() + '\nextern "C" int socratic_harness_last_error(void) { return 0; }\n')
+    with pytest.raises(CompileError) as err:
+        compile_kernel(src)
+    assert "socratic_harness_last_error" in err.value.log

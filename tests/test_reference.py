@@ -1,0 +1,112 @@
+"""The chunked fp32/bf16 reference against a naive formula, and the correctness rule."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from harness.attention.reference import attention_reference
+from harness.correctness import check_output, tolerance
+
+
+def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                    scale: float) -> torch.Tensor:
+    """Direct float64 formula, one (batch, head, query) at a time."""
+    b, sq, hq, d = q.shape
+    sk, hkv = k.shape[1], k.shape[2]
+    g = hq // hkv
+    out = torch.zeros(b, sq, hq, d, dtype=torch.float64)
+    for bi in range(b):
+        for h in range(hq):
+            for i in range(sq):
+                logits = []
+                for j in range(sk):
+                    if causal and j > i + sk - sq:
+                        logits.append(-math.inf)
+                    else:
+                        logits.append(float(q[bi, i, h].double() @ k[bi, j, h // g].double()) * scale)
+                t = torch.tensor(logits, dtype=torch.float64)
+                p = torch.softmax(t, 0) if torch.isfinite(t).any() else torch.zeros_like(t)
+                out[bi, i, h] = p @ v[bi, :, h // g].double()
+    return out
+
+
+@pytest.mark.parametrize(
+    "b,sq,sk,hq,hkv,d,causal",
+    [(1, 5, 5, 2, 2, 8, False), (2, 7, 11, 4, 2, 16, True), (1, 9, 3, 4, 1, 8, False),
+     (1, 1, 13, 8, 2, 8, True), (2, 6, 6, 3, 1, 4, True)],
+)
+def test_reference_matches_naive_formula(b: int, sq: int, sk: int, hq: int, hkv: int, d: int,
+                                         causal: bool) -> None:
+    g = torch.Generator().manual_seed(sq * 31 + sk)
+    q = torch.randn(b, sq, hq, d, generator=g).to(torch.bfloat16)
+    k = torch.randn(b, sk, hkv, d, generator=g).to(torch.bfloat16)
+    v = torch.randn(b, sk, hkv, d, generator=g).to(torch.bfloat16)
+    scale = d ** -0.5
+    want = naive_attention(q, k, v, causal, scale)
+    got = attention_reference(q, k, v, causal=causal, scale=scale)
+    assert got.dtype == torch.float32
+    assert torch.allclose(got.double(), want, atol=1e-5, rtol=1e-5)
+    # Chunking over queries must not change the answer.
+    tiny = attention_reference(q, k, v, causal=causal, scale=scale, chunk_bytes=1)
+    assert torch.allclose(tiny, got, atol=1e-6)
+    lowp = attention_reference(q, k, v, causal=causal, scale=scale, compute_dtype=torch.bfloat16)
+    assert lowp.dtype == torch.bfloat16
+    assert (lowp.double() - want).abs().max() < 0.05
+
+
+def test_rows_that_see_no_key_are_zero() -> None:
+    q = torch.ones(1, 4, 1, 8, dtype=torch.bfloat16)
+    k = torch.ones(1, 2, 1, 8, dtype=torch.bfloat16)
+    v = torch.ones(1, 2, 1, 8, dtype=torch.bfloat16)
+    out = attention_reference(q, k, v, causal=True, scale=1.0)
+    assert torch.equal(out[0, :2], torch.zeros(2, 1, 8))
+    assert torch.allclose(out[0, 2:], torch.ones(2, 1, 8))
+
+
+def _case() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(7)
+    q = torch.randn(1, 33, 2, 32, generator=g).to(torch.bfloat16)
+    k = torch.randn(1, 40, 2, 32, generator=g).to(torch.bfloat16)
+    v = torch.randn(1, 40, 2, 32, generator=g).to(torch.bfloat16)
+    ref32 = attention_reference(q, k, v, causal=True, scale=32 ** -0.5)
+    lowp = attention_reference(q, k, v, causal=True, scale=32 ** -0.5, compute_dtype=torch.bfloat16)
+    return ref32, lowp, q
+
+
+def test_tolerance_is_twice_the_bf16_error_plus_rounding() -> None:
+    ref32, lowp, _ = _case()
+    lowp_err = float((lowp.float() - ref32).abs().max())
+    rounding = float((ref32.to(torch.bfloat16).float() - ref32).abs().max())
+    assert tolerance(ref32, lowp) == pytest.approx(2 * lowp_err + rounding)
+
+
+def test_bf16_rounded_exact_answer_passes() -> None:
+    ref32, lowp, _ = _case()
+    assert check_output(ref32.to(torch.bfloat16), ref32, lowp).ok
+
+
+def test_output_just_past_the_tolerance_fails_with_location() -> None:
+    ref32, lowp, _ = _case()
+    out = ref32.clone()
+    out[0, 5, 1, 3] += 3 * tolerance(ref32, lowp)
+    chk = check_output(out.to(torch.bfloat16), ref32, lowp)
+    assert not chk.ok
+    assert "[b, s, h, d] = [0, 5, 1, 3]" in chk.reason
+
+
+def test_unwritten_output_is_reported_as_poison() -> None:
+    ref32, lowp, _ = _case()
+    out = ref32.to(torch.bfloat16)
+    out[0, 32:] = float("nan")
+    chk = check_output(out, ref32, lowp)
+    assert not chk.ok and "NaN (the poison value" in chk.reason and "[0, 32, 0, 0]" in chk.reason
+
+
+def test_infinite_output_fails() -> None:
+    ref32, lowp, _ = _case()
+    out = ref32.to(torch.bfloat16)
+    out[0, 0, 0, 0] = float("inf")
+    assert "NaN/Inf" in check_output(out, ref32, lowp).reason

@@ -1,0 +1,98 @@
+"""Statistics, geomeans and report rendering."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from harness.report import (
+    CRASH,
+    FAIL,
+    PASS,
+    CompileInfo,
+    EvaluationReport,
+    PeerResult,
+    ScenarioResult,
+    render_table,
+)
+from harness.stats import geomean, median, relative_spread
+
+
+def test_median_odd_even_and_empty() -> None:
+    assert median([3.0, 1.0, 2.0]) == 2.0
+    assert median([4.0, 1.0, 3.0, 2.0]) == 2.5
+    with pytest.raises(ValueError):
+        median([])
+
+
+def test_geomean_of_speedups() -> None:
+    assert geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert geomean([]) is None
+    with pytest.raises(ValueError):
+        geomean([1.0, 0.0])
+    with pytest.raises(ValueError):
+        geomean([math.nan])
+
+
+def test_relative_spread() -> None:
+    assert relative_spread([1.0]) == 0.0
+    assert relative_spread([1.0] * 10) == 0.0
+    assert relative_spread([1.0, 1.0, 1.0, 2.0]) > 0.5
+
+
+def _result(name: str, hidden: bool, status: str, base: float | None, cudnn: float | None,
+            t: float = 1.0) -> ScenarioResult:
+    r = ScenarioResult(name, "prefill", hidden, status, time_ms=t, tflops=100.0 / t)
+    r.speedup_vs_baseline = base
+    if cudnn is not None:
+        r.speedup_vs_peers["cudnn"] = cudnn
+        r.peers["cudnn"] = PeerResult("ok", time_ms=t * cudnn)
+    return r
+
+
+def _report() -> EvaluationReport:
+    return EvaluationReport(
+        kernel="k.cu", baseline="baseline.cu", gpu="NVIDIA H200", suite="all",
+        scenarios=[
+            _result("a", False, PASS, 2.0, 0.5),
+            _result("b", False, PASS, 8.0, 0.5),
+            _result("c", True, PASS, 4.0, 2.0),
+            _result("d", True, FAIL, None, None),
+        ],
+        compile=CompileInfo(ok=True),
+    )
+
+
+def test_geomeans_per_part_count_only_passed_scenarios() -> None:
+    rep = _report()
+    vis, hid, all_ = rep.summary("visible"), rep.summary("hidden"), rep.summary("all")
+    assert vis.vs_baseline == pytest.approx(4.0) and vis.complete
+    assert hid.vs_baseline == pytest.approx(4.0) and hid.passed == 1 and not hid.complete
+    assert all_.vs_baseline == pytest.approx((2 * 8 * 4) ** (1 / 3))
+    assert all_.vs_peers["cudnn"] == pytest.approx((0.5 * 0.5 * 2.0) ** (1 / 3))
+    assert all_.vs_peers["flash"] is None
+    assert not rep.all_passed
+
+
+def test_report_json_round_trip() -> None:
+    rep = _report()
+    data = json.loads(rep.to_json())
+    assert data["geomean"]["visible"]["vs_baseline"] == pytest.approx(4.0)
+    back = EvaluationReport.from_dict(data)
+    assert back.to_dict() == rep.to_dict()
+    assert back.scenarios[0].peers["cudnn"].time_ms == pytest.approx(0.5)
+
+
+def test_table_shows_every_scenario_status_and_geomeans() -> None:
+    rep = _report()
+    rep.scenarios.append(ScenarioResult("e", "decode", False, CRASH, "the evaluation process died"))
+    text = render_table(rep)
+    for name in "abcde":
+        assert f"\n{name} " in text or text.startswith(name)
+    assert "c (h)" in text
+    assert "the evaluation process died" in text
+    assert "geomean visible passed   2/3" in text
+    assert "geomean hidden  passed   1/2" in text
+    assert "vs baseline 4.000x" in text
