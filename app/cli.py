@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 from harness.cli import add_commands as add_harness_commands
 
@@ -20,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def app_command_registrars() -> list:  # type: ignore[type-arg]
+def app_command_registrars() -> list[Callable[[argparse._SubParsersAction], None]]:
     """Server-side command groups (serve, bank, trace, family, ...), each in its own module."""
     return []
 

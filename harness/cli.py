@@ -155,7 +155,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if blocking else 0
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_commands(sub: argparse._SubParsersAction) -> None:
     def suite_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--suite", choices=SUITE_PARTS, default="all",
                        help="visible, hidden or all scenarios (default all)")

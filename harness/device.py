@@ -35,10 +35,10 @@ class Device(ABC):
         """Enqueue fn between two timestamps; returns a function that gives milliseconds
         once the device has been synchronized."""
 
-    def check_healthy(self) -> None:
+    def check_healthy(self) -> None:  # noqa: B027 (optional hook)
         """Raise FatalDeviceError when the context no longer works."""
 
-    def release_memory(self) -> None:
+    def release_memory(self) -> None:  # noqa: B027 (optional hook)
         """Drop cached allocations so the next scenario gets fresh memory."""
 
     def describe(self) -> dict[str, Any]:

@@ -13,7 +13,6 @@ import torch
 
 from harness.scenario import Scenario
 
-
 CUDA_ERROR_NAMES = {
     1: "cudaErrorInvalidValue", 2: "cudaErrorMemoryAllocation", 9: "cudaErrorInvalidConfiguration",
     98: "cudaErrorInvalidDeviceFunction", 209: "cudaErrorNoKernelImageForDevice",

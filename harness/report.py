@@ -116,10 +116,7 @@ class EvaluationReport:
     schema: int = REPORT_SCHEMA
 
     def summary(self, part: str) -> GeomeanSummary:
-        if part == "all":
-            chosen = self.scenarios
-        else:
-            chosen = [s for s in self.scenarios if s.hidden == (part == "hidden")]
+        chosen = self.scenarios if part == "all" else [s for s in self.scenarios if s.hidden == (part == "hidden")]
         return summarize(chosen)
 
     @property

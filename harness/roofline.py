@@ -73,8 +73,6 @@ def measure_cuda_rates(gpu: str, use_cache: bool = True) -> Rates:
         matrix_tflops=2 * n**3 / (mm_ms * 1e-3) / 1e12,
         copy_gbps=2 * src.numel() * 4 / (cp_ms * 1e-3) / 1e9,
     )
-    del a, b, src, dst
-    torch.cuda.empty_cache()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(asdict(rates)))

@@ -39,6 +39,6 @@ def relative_spread(values: Sequence[float]) -> float:
         return 0.0
     ordered = sorted(values)
     lo = ordered[int(0.1 * (len(ordered) - 1))]
-    hi = ordered[int(math.ceil(0.9 * (len(ordered) - 1)))]
+    hi = ordered[math.ceil(0.9 * (len(ordered) - 1))]
     mid = median(ordered)
     return (hi - lo) / mid if mid > 0 else 0.0

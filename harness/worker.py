@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from harness.correctness import check_output
 from harness.device import Device, FatalDeviceError, make_device
 from harness.problem import KernelSpec, LoadedKernel, Problem
 from harness.report import (
@@ -33,7 +34,6 @@ from harness.report import (
 from harness.roofline import Rates
 from harness.scenario import Scenario
 from harness.settings import EvalSettings
-from harness.correctness import check_output
 from harness.timing import time_interleaved
 
 # CUDA errors after which the context is unusable: the process must end.

@@ -14,6 +14,11 @@ needs_nvcc = pytest.mark.skipif(not HAS_NVCC, reason="nvcc not installed")
 BASELINE = ROOT / "kernels" / "attention" / "baseline.cu"
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SOCRATIC_CACHE_DIR", str(tmp_path / "cache"))
+
+
 def test_gencode_keeps_the_arch_specific_target() -> None:
     assert gencode_flags("sm_90a") == ["-gencode=arch=compute_90a,code=sm_90a"]
     assert arch_for_capability(9, 0) == "sm_90a"

@@ -21,7 +21,7 @@ class SdpaPeer:
         self._use_gqa_flag = s.heads_q != s.heads_kv
 
     def _mask_args(self, q_len: int, k_len: int, device: torch.device) -> dict[str, Any]:
-        if not self.s.causal or q_len == 1 and k_len >= 1:
+        if not self.s.causal or (q_len == 1 and k_len >= 1):
             return {"is_causal": False}  # one query, bottom-right: it sees every key
         if q_len == k_len:
             return {"is_causal": True}
