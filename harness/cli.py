@@ -116,6 +116,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         peers=() if args.no_peers else ("cudnn", "flash"),
         timing=TimingSettings(budget_ms=args.budget_ms),
         scenario_timeout_s=args.timeout,
+        measure=not args.correctness_only,
     )
     bar = ProgressBar(len(scenarios))
     report = evaluate_source(
@@ -180,6 +181,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=float, default=120.0,
                    help="seconds one scenario may take before it counts as a hang (default 120)")
     p.add_argument("--no-peers", action="store_true", help="do not time torch SDPA peers")
+    p.add_argument("--correctness-only", action="store_true",
+                   help="verify every scenario but time nothing")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_eval)
 

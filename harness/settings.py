@@ -14,6 +14,7 @@ class EvalSettings:
     trials: int = 2  # correctness trials, each with fresh inputs at fresh addresses
     seed: int = 0
     check_determinism: bool = True
+    measure: bool = True  # False: correctness only (no timing, no peers timed)
     peers: tuple[str, ...] = ("cudnn", "flash")
     timing: TimingSettings = field(default_factory=TimingSettings)
     scenario_timeout_s: float = 120.0
