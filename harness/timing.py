@@ -16,13 +16,13 @@ from harness.stats import median, relative_spread
 
 @dataclass(frozen=True)
 class TimingSettings:
-    budget_ms: float = 20.0  # device time per implementation per scenario
+    budget_ms: float = 10.0  # device time per implementation per scenario
     min_reps: int = 5
     min_reps_slow: int = 3  # for calls slower than slow_ms, fewer repetitions are enough
     slow_ms: float = 5.0
-    max_reps: int = 100
+    max_reps: int = 50
     warmup: int = 1
-    wall_reps: int = 5
+    wall_reps: int = 3
     # A call whose synchronized wall time exceeds the device-timer median by this factor plus
     # slack is doing work the timed stream does not see.
     wall_factor: float = 1.5
