@@ -1,0 +1,237 @@
+"""Evidence of which messages work: each message sent to an agent (bank question, typed question,
+information) is credited with the leader gain over the next K evaluations of its session.
+
+Gain is a ratio of leader speedups (leader after / leader at the time of the message), so 1.0
+means no new leader and 1.12 a 12% better leader. Uses whose windows overlap are each credited
+with the gain in their own window: the arithmetic stays simple and the overlap is visible
+(several messages in a row share one gain) rather than split by a guess."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlmodel import Session, col, select
+
+from question_bank.models import Author, BankQuestion, BankUse, Kind, Status, as_utc, normalize_text
+
+DEFAULT_WINDOW = 5      # K: evaluations credited to a message
+HIT_EPSILON = 1e-9      # a gain above 1 + this counts as "a new leader followed"
+PRIOR_USES = 2.0        # pseudo-uses of "no gain" that shrink the evidence of rarely used questions
+
+
+@dataclass(frozen=True)
+class EvidenceStats:
+    """Evidence for a group of uses. Only uses with at least one evaluation after them count."""
+
+    uses: int               # times sent
+    credited: int           # of those, with at least one evaluation after them
+    geomean_gain: float     # exp(mean log gain) over credited uses; 1.0 when none
+    hit_rate: float         # fraction of credited uses followed by a new leader
+    best_gain: float        # largest single gain; 1.0 when none
+    log_gain_sum: float     # sum of log gains, for shrinkage
+
+    @property
+    def shrunk_log_gain(self) -> float:
+        """Mean log gain pulled toward zero for small samples: one lucky use is not evidence."""
+        return self.log_gain_sum / (self.credited + PRIOR_USES)
+
+    @property
+    def gain_percent(self) -> float:
+        return (self.geomean_gain - 1.0) * 100.0
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {"uses": self.uses, "credited": self.credited, "geomean_gain": self.geomean_gain,
+                "hit_rate": self.hit_rate, "best_gain": self.best_gain}
+
+
+NO_EVIDENCE = EvidenceStats(uses=0, credited=0, geomean_gain=1.0, hit_rate=0.0, best_gain=1.0, log_gain_sum=0.0)
+
+
+def stats_of(gains: Iterable[float | None]) -> EvidenceStats:
+    """Evidence over a list of gains (None: a use that no evaluation has followed yet)."""
+    uses = 0
+    credited: list[float] = []
+    for gain in gains:
+        uses += 1
+        if gain is not None and gain > 0:
+            credited.append(gain)
+    if not credited:
+        return EvidenceStats(uses, 0, 1.0, 0.0, 1.0, 0.0)
+    logs = [math.log(g) for g in credited]
+    return EvidenceStats(
+        uses=uses,
+        credited=len(credited),
+        geomean_gain=math.exp(sum(logs) / len(logs)),
+        hit_rate=sum(g > 1.0 + HIT_EPSILON for g in credited) / len(credited),
+        best_gain=max(credited),
+        log_gain_sum=sum(logs),
+    )
+
+
+def find_question_by_text(session: Session, text: str) -> BankQuestion | None:
+    """The active bank question with this text (case and spacing ignored), if any: a person who
+    sends a suggested question verbatim, or retypes one, is using the bank."""
+    wanted = normalize_text(text)
+    for q in session.exec(select(BankQuestion).where(BankQuestion.status == Status.ACTIVE.value)):
+        if normalize_text(q.text) == wanted:
+            return q
+    return None
+
+
+def record_use(
+    session: Session,
+    *,
+    session_ref: str | int,
+    text: str,
+    kind: str = Kind.QUESTION.value,
+    author: str = Author.PERSON.value,
+    eval_index: int,
+    leader: float | None,
+    question_id: int | None = None,
+    intervention_ref: str | int | None = None,
+    trigger: str | None = None,
+    layers: Sequence[str] | None = None,
+    window: int = DEFAULT_WINDOW,
+    used_at: datetime | None = None,
+) -> BankUse:
+    """Record that a message was sent to the agent of a session.
+
+    eval_index: evaluations the session had finished when the message was sent.
+    leader: the leader's speedup at that moment (None before any leader: the baseline, 1.0)."""
+    if kind not in (Kind.QUESTION.value, Kind.INFORMATION.value):
+        raise ValueError(f"kind must be question or information, got {kind!r}")
+    if author not in tuple(a.value for a in Author):
+        raise ValueError(f"author must be person, bank or agent, got {author!r}")
+    if window < 1:
+        raise ValueError("the evidence window must be at least one evaluation")
+    question = session.get(BankQuestion, question_id) if question_id is not None else None
+    if question_id is not None and question is None:
+        raise ValueError(f"no bank question with id {question_id}")
+    if question is None:
+        question = find_question_by_text(session, text)
+    use = BankUse(
+        question_id=question.id if question is not None else None,
+        session_ref=str(session_ref),
+        intervention_ref=str(intervention_ref) if intervention_ref is not None else None,
+        text=text,
+        kind=kind,
+        author=author,
+        trigger=trigger,
+        layers=list(layers) if layers is not None else (list(question.layers) if question else []),
+        eval_index=eval_index,
+        window=window,
+        leader_before=leader if leader is not None and leader > 0 else 1.0,
+    )
+    if used_at is not None:
+        use.used_at = as_utc(used_at)
+    session.add(use)
+    session.commit()
+    session.refresh(use)
+    return use
+
+
+def record_evaluation(session: Session, *, session_ref: str | int, eval_index: int, leader: float | None) -> int:
+    """Credit the session's open uses with evaluation number `eval_index` (1-based) and the leader
+    speedup after it was judged. Idempotent: replaying an evaluation changes nothing. Returns the
+    number of uses credited."""
+    if leader is None or leader <= 0:
+        leader = 1.0
+    ref = str(session_ref)
+    stmt = select(BankUse).where(
+        BankUse.session_ref == ref,
+        col(BankUse.eval_index) < eval_index,
+    )
+    credited = 0
+    for use in session.exec(stmt):
+        offset = eval_index - use.eval_index
+        if offset > use.window or offset < use.evaluations_seen:
+            continue
+        # The latest evaluation inside the window decides: a leader that a re-timing demoted
+        # lowers the gain again.
+        use.evaluations_seen = offset
+        use.leader_after = leader
+        session.add(use)
+        credited += 1
+    if credited:
+        session.commit()
+    return credited
+
+
+def uses_of_session(session: Session, session_ref: str | int) -> list[BankUse]:
+    stmt = select(BankUse).where(BankUse.session_ref == str(session_ref)).order_by(col(BankUse.id))
+    return list(session.exec(stmt))
+
+
+def question_evidence(session: Session) -> dict[int, EvidenceStats]:
+    """Evidence per bank question."""
+    gains: dict[int, list[float | None]] = {}
+    for use in session.exec(select(BankUse).where(col(BankUse.question_id).is_not(None))):
+        assert use.question_id is not None
+        gains.setdefault(use.question_id, []).append(use.gain)
+    return {qid: stats_of(g) for qid, g in gains.items()}
+
+
+@dataclass(frozen=True)
+class EvidenceRow:
+    """One line of the evidence table: a bank question, or a message typed in sessions that is
+    not in the bank (grouped by its text)."""
+
+    question_id: int | None
+    key: str | None
+    text: str
+    kind: str
+    status: str | None
+    stats: EvidenceStats
+    sessions: int
+    last_use_id: int | None  # for promoting an unbanked message
+
+
+@dataclass(frozen=True)
+class EvidenceTable:
+    overall: dict[str, EvidenceStats]           # kind -> stats: questions against information
+    by_author: dict[tuple[str, str], EvidenceStats]   # (kind, author) -> stats
+    rows: list[EvidenceRow]                      # bank questions, most evidence first
+    unbanked: list[EvidenceRow]                  # typed messages not (yet) in the bank
+
+
+def evidence_table(session: Session) -> EvidenceTable:
+    uses = list(session.exec(select(BankUse).order_by(col(BankUse.id))))
+    questions = {q.id: q for q in session.exec(select(BankQuestion))}
+
+    by_kind: dict[str, list[float | None]] = {Kind.QUESTION.value: [], Kind.INFORMATION.value: []}
+    by_author: dict[tuple[str, str], list[float | None]] = {}
+    by_question: dict[int, list[BankUse]] = {}
+    by_text: dict[str, list[BankUse]] = {}
+    for use in uses:
+        by_kind.setdefault(use.kind, []).append(use.gain)
+        by_author.setdefault((use.kind, use.author), []).append(use.gain)
+        if use.question_id is not None:
+            by_question.setdefault(use.question_id, []).append(use)
+        else:
+            by_text.setdefault(normalize_text(use.text), []).append(use)
+
+    rows = []
+    for qid, group in by_question.items():
+        q = questions.get(qid)
+        if q is None:
+            continue
+        rows.append(EvidenceRow(qid, q.key, q.text, q.kind, q.status, stats_of(u.gain for u in group),
+                                len({u.session_ref for u in group}), group[-1].id))
+    unbanked = [
+        EvidenceRow(None, None, group[-1].text, group[-1].kind, None, stats_of(u.gain for u in group),
+                    len({u.session_ref for u in group}), group[-1].id)
+        for group in by_text.values()
+    ]
+
+    def order(row: EvidenceRow) -> tuple[float, int]:
+        return (-row.stats.shrunk_log_gain, -row.stats.uses)
+
+    return EvidenceTable(
+        overall={kind: stats_of(g) for kind, g in by_kind.items()},
+        by_author={key: stats_of(g) for key, g in sorted(by_author.items())},
+        rows=sorted(rows, key=order),
+        unbanked=sorted(unbanked, key=lambda r: (-r.stats.uses, -r.sessions, r.text)),
+    )
