@@ -23,7 +23,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def app_command_registrars() -> list[Callable[[argparse._SubParsersAction], None]]:
     """Server-side command groups (serve, bank, trace, family, ...), each in its own module."""
-    return []
+    from app.serve import add_commands as add_server_commands
+
+    return [add_server_commands]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -106,12 +106,42 @@ def drifts_after_calls(b: AttentionBuffers) -> int:
     return 0
 
 
+_UNPOISONED_CALLS: dict[int, int] = {}
+
+
 def uses_workspace(b: AttentionBuffers) -> int:
+    """The workspace arrives poisoned before every call, except once per buffer: the workspace
+    probe leaves it as the previous call wrote it (here: zeros)."""
     assert b.workspace is not None and b.workspace.numel() == 4096
-    assert bool((b.workspace == 0xFF).all()), "workspace must arrive poisoned"
+    if not bool((b.workspace == 0xFF).all()):
+        assert bool((b.workspace == 0).all()), "workspace must be poisoned or as the kernel left it"
+        seen = _UNPOISONED_CALLS.get(b.workspace.data_ptr(), 0) + 1
+        _UNPOISONED_CALLS[b.workspace.data_ptr()] = seen
+        assert seen == 1, "only the workspace probe may skip the poison"
     b.workspace.zero_()
     return correct(b)
 
 
 def uses_workspace_workspace(b: AttentionBuffers) -> int:
     return 4096
+
+
+# Kernels of known speed for the server's scripted sessions (tests/test_server_*.py and the
+# CPU demo script): each sleeps a fixed time, then writes the exact answer, so the judge's
+# verdicts and the steering triggers they cause are predictable.
+
+
+def correct_1ms(b: AttentionBuffers) -> int:
+    time.sleep(0.001)
+    return correct(b)
+
+
+def correct_1ms_retiled(b: AttentionBuffers) -> int:
+    """Same speed as correct_1ms under another name: a variant that gains nothing."""
+    time.sleep(0.001)
+    return correct(b)
+
+
+def correct_half_ms(b: AttentionBuffers) -> int:
+    time.sleep(0.0005)
+    return correct(b)

@@ -1,0 +1,208 @@
+"""The agent interface. An agent is plain domain code: given feedback (the results of its
+last tool calls and any steering delivered at this boundary) it returns its next step (what
+it says and the tool calls it wants). The runner executes the tool calls, never the agent:
+candidates go to the harness, steering is delivered at tool boundaries, and the goal is
+checked on harness numbers only.
+
+Backends (the scripted test agent here; Claude, the offline search agent and MCP clients in
+later work) implement `Agent`; app/agents/registry.py maps names to factories."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# The tools every agent may call; the runner implements them (app/runner/tools.py).
+SUBMIT_CANDIDATE = "submit_candidate"
+READ_CANDIDATE = "read_candidate"
+LIST_CANDIDATES = "list_candidates"
+DECLARE_DONE = "declare_done"
+
+TOOL_SPECS: list[dict[str, Any]] = [
+    {
+        "name": SUBMIT_CANDIDATE,
+        "description": (
+            "Submit a complete kernel. The harness compiles it, checks it statically, verifies it "
+            "on fresh inputs and times it against the baseline; you get the results on the visible "
+            "scenarios and the judge's verdict (leader, backup or rejected)."
+        ),
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "source": {"type": "string", "description": "the whole kernel file"},
+                "title": {"type": "string", "description": "a few words on what changed"},
+                "notes": {"type": "string", "description": "why this should be faster"},
+                "parent": {"type": "integer", "description": "number of the candidate it edits"},
+            },
+            "required": ["source"],
+        },
+    },
+    {
+        "name": READ_CANDIDATE,
+        "description": "Read an earlier candidate's source and its visible results.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"number": {"type": "integer"}},
+            "required": ["number"],
+        },
+    },
+    {
+        "name": LIST_CANDIDATES,
+        "description": "List the session's candidates with verdicts and visible speedups.",
+        "input_schema": {"type": "object", "properties": {}},
+    },
+    {
+        "name": DECLARE_DONE,
+        "description": (
+            "Say that you cannot improve the kernel further, and why. A person reviews it; the "
+            "session's goal is checked by the harness, not by this call."
+        ),
+        "input_schema": {
+            "type": "object",
+            "properties": {"reason": {"type": "string"}},
+            "required": ["reason"],
+        },
+    },
+]
+TOOL_NAMES = frozenset(t["name"] for t in TOOL_SPECS)
+
+
+@dataclass
+class ToolCall:
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+    call_id: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ToolCall:
+        return cls(name=d["name"], args=dict(d.get("args", {})), call_id=d.get("call_id", ""))
+
+
+@dataclass
+class ToolResult:
+    call_id: str
+    name: str
+    ok: bool
+    text: str  # what the agent reads
+    data: dict[str, Any] = field(default_factory=dict)  # the same, structured
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ToolResult:
+        return cls(**{k: d[k] for k in ("call_id", "name", "ok", "text") if k in d},
+                   data=dict(d.get("data", {})))
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass
+class AgentStep:
+    """One move of the agent. No tool calls means the agent ended its turn."""
+
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+
+    @property
+    def ends_turn(self) -> bool:
+        return not self.tool_calls
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "tool_calls": [c.to_dict() for c in self.tool_calls],
+                "usage": asdict(self.usage)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AgentStep:
+        return cls(text=d.get("text", ""),
+                   tool_calls=[ToolCall.from_dict(c) for c in d.get("tool_calls", [])],
+                   usage=Usage(**d.get("usage", {})))
+
+
+@dataclass
+class SteeringMessage:
+    """A person's message as the agent receives it."""
+
+    intervention_id: int
+    kind: str  # "question" | "information"
+    mode: str  # "steer" | "queue"
+    text: str
+    author: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Feedback:
+    """What the agent gets back before its next step."""
+
+    results: list[ToolResult] = field(default_factory=list)
+    messages: list[SteeringMessage] = field(default_factory=list)
+    turn_ended: bool = False  # the last step ended the turn; queued messages arrive here
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"results": [r.to_dict() for r in self.results],
+                "messages": [m.to_dict() for m in self.messages], "turn_ended": self.turn_ended}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Feedback:
+        return cls(results=[ToolResult.from_dict(r) for r in d.get("results", [])],
+                   messages=[SteeringMessage(**m) for m in d.get("messages", [])],
+                   turn_ended=bool(d.get("turn_ended", False)))
+
+
+@dataclass
+class Task:
+    """What the agent is asked to do; built by the runner from the session."""
+
+    problem: str
+    candidate_kind: str  # "cuda" or "python-cpu"
+    goal: str  # the stop condition, in words
+    baseline_source: str
+    visible_scenarios: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = field(default_factory=lambda: list(TOOL_SPECS))
+
+
+class Agent(ABC):
+    """A strategy that proposes kernels. Implementations keep their own state and expose it
+    through snapshot/restore, which the runner persists after every step so that a restarted
+    server continues the same conversation."""
+
+    name: str = "agent"
+
+    def __init__(self, task: Task, config: dict[str, Any]) -> None:
+        self.task = task
+        self.config = config
+
+    @abstractmethod
+    async def step(self, feedback: Feedback) -> AgentStep:
+        """The next step, given the feedback to the previous one (empty at the start)."""
+
+    def snapshot(self) -> dict[str, Any]:
+        """JSON-able state to persist; restore() must accept it."""
+        return {}
+
+    def restore(self, state: dict[str, Any]) -> None:  # noqa: B027 (stateless agents need nothing)
+        """Take back the state of a snapshot."""
+
+    async def close(self) -> None:  # noqa: B027 (optional hook)
+        """Release clients or processes the agent holds."""
+
+
+class AgentConfigError(ValueError):
+    """The agent's configuration cannot work (unknown script, missing file, ...)."""

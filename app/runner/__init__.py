@@ -1,0 +1,1 @@
+"""Running sessions: the state machine, the device queue, evaluations and the session runner."""

@@ -1,0 +1,75 @@
+"""The device queue: at most one candidate is evaluated (and so timed) on a GPU at a time,
+and CPU evaluations (the harness's Python stand-in kernels) take turns as well. Sessions
+that need a GPU on a machine without one wait, with a clear status, instead of failing."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+GPU = "cuda:0"  # the harness's LocalExecutor evaluates on device 0
+CPU = "cpu"
+
+NO_GPU = "waiting: no GPU available on this machine (checking again every {poll:g} s)"
+GPU_BUSY = "waiting for the GPU: another candidate is being evaluated"
+
+
+def probe_gpu() -> bool:
+    """Whether torch sees a CUDA GPU, asked in a child process so that the server process
+    itself never initialises CUDA."""
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+            capture_output=True, text=True, timeout=120,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and out.stdout.strip().endswith("True")
+
+
+WaitFn = Callable[[str], Awaitable[None]]
+
+
+class DeviceQueue:
+    def __init__(self, poll_s: float = 30.0, gpu_probe: Callable[[], bool] = probe_gpu) -> None:
+        self.poll_s = poll_s
+        self._probe = gpu_probe
+        self._locks: dict[str, asyncio.Lock] = {GPU: asyncio.Lock(), CPU: asyncio.Lock()}
+        self._gpu_seen: tuple[float, bool] | None = None
+        self.holders: dict[str, str] = {}  # device -> what is being evaluated on it
+
+    async def gpu_available(self) -> bool:
+        now = time.monotonic()
+        if self._gpu_seen is not None and now - self._gpu_seen[0] < self.poll_s:
+            return self._gpu_seen[1]
+        found = await asyncio.to_thread(self._probe)
+        self._gpu_seen = (time.monotonic(), found)
+        return found
+
+    def forget_gpu_probe(self) -> None:
+        self._gpu_seen = None
+
+    @asynccontextmanager
+    async def acquire(self, device: str, holder: str, on_wait: WaitFn) -> AsyncIterator[None]:
+        """Hold `device` for one evaluation. `on_wait(reason)` is awaited whenever the caller
+        has to wait (no GPU on this machine, or the device is busy)."""
+        if device == GPU:
+            told = False
+            while not await self.gpu_available():
+                if not told:
+                    await on_wait(NO_GPU.format(poll=self.poll_s))
+                    told = True
+                await asyncio.sleep(self.poll_s)
+        lock = self._locks[device]
+        if lock.locked():
+            await on_wait(GPU_BUSY if device == GPU else "waiting for the CPU evaluation slot")
+        async with lock:
+            self.holders[device] = holder
+            try:
+                yield
+            finally:
+                self.holders.pop(device, None)

@@ -1,0 +1,93 @@
+"""Evaluations of candidates through the harness. These functions block (compile, then run
+the candidate in the harness's spawned worker processes: candidate code never runs in the
+server process); the runner calls them in a thread while it holds the device."""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.models import CUDA, PYTHON_CPU
+from harness.executor import ExecutionResult, Executor, LocalExecutor, ProgressFn
+from harness.problem import KernelSpec
+from harness.report import EvaluationReport
+from harness.scenario import Scenario
+from harness.settings import EvalSettings
+from harness.timing import TimingSettings
+from harness.worker import WorkerJob
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PYTHON_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+# Small shapes for python-cpu sessions: the CPU computes the fp32 reference of each.
+CPU_SCENARIOS: list[Scenario] = [
+    Scenario("cpu-causal-d64", "prefill", 1, 77, 77, 4, 2, 64, causal=True),
+    Scenario("cpu-full-ragged", "ragged", 2, 100, 33, 2, 2, 64, causal=False),
+    Scenario("cpu-decode", "decode", 2, 2, 160, 4, 1, 32, causal=True),
+    Scenario("cpu-chunk-hidden", "chunked", 1, 40, 130, 4, 1, 32, causal=True, hidden=True),
+]
+# Enough repetitions that a median of millisecond sleeps survives a busy 2-core machine.
+CPU_TIMING = TimingSettings(budget_ms=20, min_reps=7, min_reps_slow=7, max_reps=15, wall_reps=2)
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """A kernel the harness can evaluate: a .cu file, or a python `module:function`."""
+
+    kind: str
+    ref: str  # file path (cuda) or module:function (python-cpu)
+    label: str
+
+
+class CancellableExecutor(Executor):
+    """LocalExecutor with a cancel event fixed in advance (evaluate_job takes none)."""
+
+    def __init__(self, cancel: threading.Event) -> None:
+        self._inner = LocalExecutor()
+        self._cancel = cancel
+
+    def run(self, job: WorkerJob, progress: ProgressFn | None = None,
+            cancel: threading.Event | None = None) -> ExecutionResult:
+        return self._inner.run(job, progress, cancel or self._cancel)
+
+
+def resolve_path(ref: str) -> Path:
+    path = Path(ref)
+    return path if path.is_absolute() else PROJECT_ROOT / path
+
+
+def evaluate(candidate: Implementation, against: Implementation, scenarios: list[Scenario],
+             settings: EvalSettings, progress: ProgressFn | None, cancel: threading.Event,
+             suite: str = "all") -> EvaluationReport:
+    """Verify and time `candidate` against `against` (the baseline, or the previous leader
+    for a re-time), interleaved in the same worker processes."""
+    if candidate.kind == CUDA:
+        from harness.evaluate import evaluate_source
+
+        return evaluate_source(
+            resolve_path(candidate.ref), scenarios, baseline=resolve_path(against.ref), suite=suite,
+            settings=settings, progress=progress, cancel=cancel,
+        )
+    if candidate.kind == PYTHON_CPU:
+        from harness.evaluate import evaluate_job
+
+        job = WorkerJob(
+            problem="attention-forward",
+            candidate=KernelSpec(candidate.label, "python", candidate.ref),
+            baseline=KernelSpec(against.label, "python", against.ref),
+            scenarios=scenarios, settings=settings,
+        )
+        return evaluate_job(job, kernel=candidate.ref, suite=suite,
+                            executor=CancellableExecutor(cancel), progress=progress)
+    raise ValueError(f"unknown candidate kind {candidate.kind!r}")
+
+
+def eval_settings(kind: str, *, trials: int, timing_budget_ms: float, scenario_timeout_s: float,
+                  peers: tuple[str, ...]) -> EvalSettings:
+    if kind == PYTHON_CPU:
+        return EvalSettings(device="cpu", trials=trials, peers=(), timing=CPU_TIMING,
+                            scenario_timeout_s=scenario_timeout_s, setup_timeout_s=120.0)
+    return EvalSettings(trials=trials, peers=peers, timing=TimingSettings(budget_ms=timing_budget_ms),
+                        scenario_timeout_s=scenario_timeout_s)

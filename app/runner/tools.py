@@ -1,0 +1,62 @@
+"""What the agent reads back from its tools: harness results reduced to the visible
+scenarios (hidden ones are counted, never named), and short listings of candidates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.models import Candidate
+from harness.report import EvaluationReport
+
+
+def _fmt(v: float | None, spec: str = ".3f", suffix: str = "x") -> str:
+    return "-" if v is None else f"{v:{spec}}{suffix}"
+
+
+def visible_results(report: EvaluationReport) -> dict[str, Any]:
+    """The report as an agent may see it."""
+    visible = report.summary("visible")
+    hidden = [r for r in report.scenarios if r.hidden]
+    return {
+        "compiled": report.compile.ok,
+        "compile_log": report.compile.log[-4000:] if not report.compile.ok else "",
+        "visible": {"passed": visible.passed, "scenarios": visible.scenarios,
+                    "geomean_vs_baseline": visible.vs_baseline,
+                    "geomean_vs_peers": visible.vs_peers},
+        "hidden": {"passed": sum(r.passed for r in hidden), "scenarios": len(hidden)},
+        "scenarios": [
+            {"scenario": r.scenario, "status": r.status, "reason": r.reason, "time_ms": r.time_ms,
+             "tflops": r.tflops, "speedup_vs_baseline": r.speedup_vs_baseline,
+             "speedup_vs_peers": r.speedup_vs_peers, "flags": r.flags}
+            for r in report.scenarios if not r.hidden
+        ],
+    }
+
+
+def describe_evaluation(c: Candidate, view: dict[str, Any]) -> str:
+    vis, hid = view["visible"], view["hidden"]
+    lines = [
+        f"Candidate #{c.number} ({c.title or 'untitled'}): {c.verdict} - {c.verdict_reason}",
+    ]
+    if not view["compiled"]:
+        lines.append("It did not compile:")
+        lines.append(view["compile_log"])
+        return "\n".join(lines)
+    lines.append(f"Visible scenarios: {vis['passed']}/{vis['scenarios']} passed, geomean "
+                 f"{_fmt(vis['geomean_vs_baseline'])} vs baseline.")
+    if hid["scenarios"]:
+        lines.append(f"Hidden scenarios (not shown to you): {hid['passed']}/{hid['scenarios']} passed.")
+    for row in view["scenarios"]:
+        note = row["reason"] or "; ".join(row["flags"])
+        lines.append(f"  {row['scenario']}: {row['status']} {_fmt(row['time_ms'], '.4f', ' ms')} "
+                     f"{_fmt(row['speedup_vs_baseline'])}" + (f"  {note}" if note else ""))
+    return "\n".join(lines)
+
+
+def describe_candidates(cands: list[Candidate]) -> str:
+    if not cands:
+        return "No candidates yet."
+    return "\n".join(
+        f"#{c.number} {c.verdict or c.status}: visible {_fmt(c.visible_speedup)} - {c.title or 'untitled'}"
+        for c in cands
+    )

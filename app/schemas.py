@@ -1,0 +1,215 @@
+"""API schemas: what clients send (Create/Update/Action) and what they get back (Public).
+Validation happens here, before anything is written; app/web/api.py turns failures into
+422 responses with a readable message."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from app.steering.goal import GOAL_METRICS
+from app.steering.triggers import Thresholds
+
+
+class ThresholdsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    plateau_window: int = Field(default=Thresholds.plateau_window, ge=1, le=1000)
+    plateau_min_gain: float = Field(default=Thresholds.plateau_min_gain, ge=0, le=10)
+    suspicious_jump: float = Field(default=Thresholds.suspicious_jump, gt=1, le=1e6)
+    min_leader_gain: float = Field(default=Thresholds.min_leader_gain, ge=0, le=10)
+    credit_window: int = Field(default=Thresholds.credit_window, ge=1, le=1000)
+    declared_limit_words: bool = Thresholds.declared_limit_words
+
+
+class BudgetIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    steps: int | None = Field(default=None, ge=1, description="agent steps")
+    tokens: int | None = Field(default=None, ge=1)
+    cost_usd: float | None = Field(default=None, gt=0)
+    seconds: float | None = Field(default=None, gt=0, description="running time, pauses excluded")
+
+
+class ScenarioIn(BaseModel):
+    """A custom scenario (python-cpu sessions use small ones)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=120)
+    category: str = "custom"
+    batch: int = Field(ge=1, le=65535)
+    seqlen_q: int = Field(ge=1)
+    seqlen_k: int = Field(ge=1)
+    heads_q: int = Field(ge=1, le=65535)
+    heads_kv: int = Field(ge=1, le=65535)
+    head_dim: int = Field(ge=1, le=1024)
+    causal: bool = False
+    hidden: bool = False
+
+
+class SessionCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    title: str = Field(min_length=1, max_length=200)
+    agent: str = Field(default="scripted", min_length=1, description="a registered agent backend")
+    agent_config: dict[str, Any] = Field(
+        default_factory=dict, description='backend options, e.g. {"script": "cpu-demo"}'
+    )
+    candidate_kind: Literal["cuda", "python-cpu"] | None = Field(
+        default=None, description="default: the script's kind, else cuda"
+    )
+    baseline: str | None = Field(default=None, description="a .cu path, or module:function for python-cpu")
+    suite_filter: str | None = Field(default=None, description="harness --filter expression over the default suite")
+    scenarios: list[ScenarioIn] | None = Field(default=None, min_length=1, description="custom scenarios")
+    goal_metric: str = "vs_baseline"
+    goal_target: float | None = Field(default=None, gt=0, description="stop when the leader's geomean reaches this")
+    thresholds: ThresholdsIn = Field(default_factory=ThresholdsIn)
+    budget: BudgetIn = Field(default_factory=BudgetIn)
+    start: bool = Field(default=True, description="start running at once")
+
+    @field_validator("title")
+    @classmethod
+    def _title_not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("the title must not be blank")
+        return v.strip()
+
+    @field_validator("goal_metric")
+    @classmethod
+    def _known_metric(cls, v: str) -> str:
+        if v not in GOAL_METRICS:
+            raise ValueError(f"unknown goal metric {v!r}; choose one of {', '.join(GOAL_METRICS)}")
+        return v
+
+
+class SessionUpdate(BaseModel):
+    """Change a session's budgets, thresholds or goal (e.g. raise a spent budget)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: str | None = Field(default=None, min_length=1, max_length=200)
+    goal_target: float | None = Field(default=None, gt=0)
+    thresholds: ThresholdsIn | None = None
+    budget: BudgetIn | None = None
+
+
+class InterventionCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=10_000)
+    kind: Literal["question", "information"] = "question"
+    mode: Literal["steer", "queue"] = "steer"
+    author: str = Field(default="person", min_length=1, max_length=80)
+    resume: bool = Field(default=True, description="resume the session if it is paused")
+
+    @field_validator("text")
+    @classmethod
+    def _text_not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("the message must not be blank")
+        return v.strip()
+
+
+class ActionIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    author: str = Field(default="person", min_length=1, max_length=80)
+    reason: str = Field(default="", max_length=2000)
+
+
+class SessionPublic(BaseModel):
+    id: int
+    title: str
+    problem: str
+    agent: str
+    agent_config: dict[str, Any]
+    candidate_kind: str
+    baseline: str
+    suite_filter: str | None
+    status: str
+    detail: str
+    goal: str
+    goal_metric: str
+    goal_target: float | None
+    thresholds: dict[str, Any]
+    budget: dict[str, Any]
+    used: dict[str, Any]
+    leader_id: int | None
+    leader_number: int | None
+    leader_speedup: float | None
+    evaluations: int
+    candidates: int
+    interventions: int
+    open_trigger_id: int | None
+    last_seq: int
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    finished_at: dt.datetime | None
+
+
+class CandidatePublic(BaseModel):
+    id: int
+    session_id: int
+    number: int
+    author: str
+    kind: str
+    title: str
+    notes: str
+    parent_number: int | None
+    status: str
+    verdict: str | None
+    verdict_reason: str
+    speedup: float | None
+    visible_speedup: float | None
+    retime_speedup: float | None
+    passed: int
+    scenario_count: int
+    flags: list[str]
+    created_at: dt.datetime
+
+
+class CandidateDetail(CandidatePublic):
+    source: str
+    evaluations: list[dict[str, Any]]
+
+
+class EventPublic(BaseModel):
+    seq: int
+    kind: str
+    payload: dict[str, Any]
+    created_at: dt.datetime
+
+
+class TriggerPublic(BaseModel):
+    id: int
+    kind: str
+    summary: str
+    evidence: dict[str, Any]
+    created_at: dt.datetime
+    resolved_at: dt.datetime | None
+    resolution: str
+    suggestions: list[dict[str, str]] = []
+
+
+class InterventionPublic(BaseModel):
+    id: int
+    author: str
+    kind: str
+    mode: str
+    text: str
+    trigger_id: int | None
+    status: str
+    created_at: dt.datetime
+    delivered_at: dt.datetime | None
+    leader_at_delivery: float | None
+    evaluations_after: int
+    credited_gain: float | None
+
+
+class AgentPublic(BaseModel):
+    name: str
+    description: str
+    scripts: list[dict[str, str]] = []

@@ -1,0 +1,90 @@
+"""`socratic serve` (the server on uvicorn) and `socratic db` (schema migrations)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from pydantic import ValidationError
+
+from app.settings import Settings
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """Environment (SOCRATIC_*) first, flags over it."""
+    overrides: dict[str, Any] = {}
+    for flag, key in (("host", "host"), ("port", "port"), ("db", "db_url"), ("data_dir", "data_dir"),
+                      ("token", "token")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            overrides[key] = value
+    if getattr(args, "allow_python_candidates", False):
+        overrides["allow_python_candidates"] = True
+    if overrides.get("db_url") and "://" not in overrides["db_url"]:
+        overrides["db_url"] = f"sqlite:///{overrides['db_url']}"  # a plain path means a SQLite file
+    return Settings(**overrides)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    try:
+        settings = settings_from_args(args)
+    except ValidationError as exc:
+        for e in exc.errors():
+            print(f"socratic serve: {e['msg'].removeprefix('Value error, ')}", file=sys.stderr)
+        return 2
+    if settings.allow_python_candidates:
+        # python-cpu candidates name module:function targets of the project (tests.cpu_kernels);
+        # the harness's spawned workers inherit this path.
+        from app.runner.evaluation import PROJECT_ROOT
+
+        if str(PROJECT_ROOT) not in sys.path:
+            sys.path.insert(0, str(PROJECT_ROOT))
+    from app.web.app import create_app
+
+    app = create_app(settings)
+    shown = f"[{settings.host}]" if ":" in settings.host else settings.host
+    print(f"Socratic on http://{shown}:{settings.port}  (database {settings.database_url})", file=sys.stderr)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
+                ws="websockets", timeout_graceful_shutdown=10)
+    return 0
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    from alembic import command
+
+    from app.db import Database, alembic_config
+
+    settings = settings_from_args(args)
+    if args.db_command == "upgrade":
+        Database(settings.database_url).upgrade()
+        print(f"database at the newest revision: {settings.database_url}")
+    elif args.db_command == "current":
+        command.current(alembic_config(settings.database_url), verbose=True)
+    elif args.db_command == "revision":
+        command.revision(alembic_config(settings.database_url), message=args.message,
+                         autogenerate=args.autogenerate, rev_id=args.rev_id)
+    return 0
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="run the web server (sessions, steering, API)")
+    p.add_argument("--host", help="address to bind (default 127.0.0.1; others need --token)")
+    p.add_argument("--port", type=int, help="port (default 8000)")
+    p.add_argument("--db", help="SQLAlchemy URL or SQLite file path (default data/socratic.db)")
+    p.add_argument("--data-dir", dest="data_dir", help="data directory (default ./data)")
+    p.add_argument("--token", help="require this token for pages, API and websockets")
+    p.add_argument("--allow-python-candidates", action="store_true",
+                   help="accept python-cpu candidates (CPU stand-in kernels for tests and demos)")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("db", help="database schema: upgrade, current, revision")
+    p.add_argument("db_command", choices=("upgrade", "current", "revision"))
+    p.add_argument("--db", help="SQLAlchemy URL or SQLite file path")
+    p.add_argument("--data-dir", dest="data_dir")
+    p.add_argument("-m", "--message", default="schema change", help="revision message")
+    p.add_argument("--autogenerate", action="store_true", help="diff the models against the database")
+    p.add_argument("--rev-id", dest="rev_id", help="revision id (default: random)")
+    p.set_defaults(func=cmd_db)

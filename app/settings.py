@@ -1,0 +1,80 @@
+"""The server's one settings object: environment variables prefixed SOCRATIC_, overridden by
+`socratic serve` flags. It refuses unsafe combinations (a public bind without a token)."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class Settings(BaseSettings):
+    """Every knob of the server. docs/server.md lists them; tests/test_settings_documented.py
+    checks that the list is complete."""
+
+    model_config = SettingsConfigDict(env_prefix="SOCRATIC_", extra="ignore")
+
+    host: str = Field(default="127.0.0.1", description="address to bind; anything but loopback needs a token")
+    port: int = Field(default=8000, ge=0, le=65535, description="TCP port (0 picks a free one)")
+    data_dir: Path = Field(default=Path("data"), description="where the SQLite file and candidate sources live")
+    db_url: str | None = Field(
+        default=None, description="any SQLAlchemy URL; default sqlite:///<data_dir>/socratic.db"
+    )
+    token: SecretStr | None = Field(
+        default=None, description="shared secret for pages, API and websockets; required off loopback"
+    )
+    allow_python_candidates: bool = Field(
+        default=False,
+        description="accept 'python-cpu' candidates (module:function kernels run on the CPU by "
+                    "the harness's worker processes); meant for tests and demos without a GPU",
+    )
+    gpu_poll_s: float = Field(
+        default=30.0, gt=0, description="how often a session waiting for a GPU checks again"
+    )
+    timing_budget_ms: float = Field(
+        default=20.0, gt=0, description="device time per implementation per scenario when timing"
+    )
+    scenario_timeout_s: float = Field(default=120.0, gt=0, description="a scenario slower than this is a hang")
+    trials: int = Field(default=2, ge=2, description="correctness trials per scenario (at least two)")
+    peers: tuple[str, ...] = Field(
+        default=("cudnn", "flash"), description="torch SDPA backends timed beside each candidate on GPU"
+    )
+    log_level: str = Field(default="info", description="uvicorn log level")
+
+    @model_validator(mode="after")
+    def _refuse_unsafe(self) -> Settings:
+        if not is_loopback(self.host) and not self.token_value:
+            raise ValueError(
+                f"binding to {self.host} exposes the server beyond this machine; set SOCRATIC_TOKEN "
+                "(or --token) to a secret, or bind to 127.0.0.1"
+            )
+        return self
+
+    @property
+    def token_value(self) -> str | None:
+        value = self.token.get_secret_value() if self.token else None
+        return value or None
+
+    @property
+    def database_url(self) -> str:
+        if self.db_url:
+            return self.db_url
+        return f"sqlite:///{(self.data_dir / 'socratic.db').as_posix()}"
+
+    @property
+    def sources_dir(self) -> Path:
+        """Candidate sources are written here before the harness compiles them."""
+        return self.data_dir / "candidates"

@@ -1,0 +1,1 @@
+"""The HTTP face of the server: app factory, JSON API, pages, websockets, rendering, security."""

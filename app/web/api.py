@@ -1,0 +1,212 @@
+"""The JSON API: everything the pages do, described by the OpenAPI document at /openapi.json.
+Routes only translate: validate (schemas), open a unit, call app.sessions, wake the runner."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request, status
+from sqlmodel import Session
+
+from app.agents.registry import available_agents
+from app.agents.scripts import BUILTIN_SCRIPTS
+from app.context import ServerContext
+from app.events import events_after
+from app.schemas import (
+    ActionIn,
+    AgentPublic,
+    CandidateDetail,
+    CandidatePublic,
+    EventPublic,
+    InterventionCreate,
+    InterventionPublic,
+    SessionCreate,
+    SessionPublic,
+    SessionUpdate,
+    TriggerPublic,
+)
+from app.sessions import (
+    candidate_by_number,
+    candidates_of,
+    evaluations_of,
+    get_session,
+    interventions_of,
+    list_sessions,
+    public_candidate,
+    public_session,
+    triggers_of,
+)
+from app.steering.suggestions import suggest
+
+router = APIRouter(prefix="/api")
+
+
+def get_ctx(request: Request) -> ServerContext:
+    ctx: ServerContext = request.app.state.ctx
+    return ctx
+
+
+Ctx = Annotated[ServerContext, Depends(get_ctx)]
+
+
+def read_db(ctx: Ctx) -> Any:
+    with ctx.database.session() as db:
+        yield db
+
+
+Db = Annotated[Session, Depends(read_db)]
+
+
+@router.get("/health", tags=["server"])
+async def health(ctx: Ctx) -> dict[str, Any]:
+    return {"ok": True, "gpu_holders": ctx.devices.holders}
+
+
+@router.get("/agents", response_model=list[AgentPublic], tags=["agents"])
+async def agents() -> list[AgentPublic]:
+    scripts = [{"name": s.name, "candidate_kind": s.candidate_kind, "description": s.description}
+               for s in BUILTIN_SCRIPTS.values()]
+    return [AgentPublic(name=a.name, description=a.description, scripts=scripts if a.name == "scripted" else [])
+            for a in available_agents()]
+
+
+@router.get("/sessions", response_model=list[SessionPublic], tags=["sessions"])
+async def sessions_index(db: Db) -> list[dict[str, Any]]:
+    return [public_session(db, s) for s in list_sessions(db)]
+
+
+@router.post("/sessions", response_model=SessionPublic, status_code=status.HTTP_201_CREATED, tags=["sessions"])
+async def create(spec: SessionCreate, ctx: Ctx) -> dict[str, Any]:
+    from app.sessions import create_session, start
+
+    with ctx.unit() as u:
+        session = create_session(u, spec, ctx.settings)
+        if spec.start:
+            start(u, session.id or 0)
+    if spec.start:
+        ctx.manager.ensure_running(session.id or 0)
+    with ctx.database.session() as db:
+        return public_session(db, get_session(db, session.id or 0))
+
+
+@router.get("/sessions/{session_id}", response_model=SessionPublic, tags=["sessions"])
+async def read(session_id: int, db: Db) -> dict[str, Any]:
+    return public_session(db, get_session(db, session_id))
+
+
+@router.patch("/sessions/{session_id}", response_model=SessionPublic, tags=["sessions"])
+async def update(session_id: int, change: SessionUpdate, ctx: Ctx) -> dict[str, Any]:
+    from app.sessions import update_session
+
+    with ctx.unit() as u:
+        update_session(u, session_id, change)
+    ctx.manager.changed(session_id)
+    with ctx.database.session() as db:
+        return public_session(db, get_session(db, session_id))
+
+
+@router.post("/sessions/{session_id}/start", response_model=SessionPublic, tags=["steering"])
+async def start_session(session_id: int, ctx: Ctx) -> dict[str, Any]:
+    from app.sessions import start
+
+    with ctx.unit() as u:
+        start(u, session_id)
+    ctx.manager.ensure_running(session_id)
+    with ctx.database.session() as db:
+        return public_session(db, get_session(db, session_id))
+
+
+@router.post("/sessions/{session_id}/pause", response_model=TriggerPublic, tags=["steering"])
+async def pause(session_id: int, ctx: Ctx, action: ActionIn | None = None) -> dict[str, Any]:
+    from app.sessions import pause as pause_session
+
+    action = action or ActionIn()
+    with ctx.unit() as u:
+        trigger = pause_session(u, session_id, action.author, action.reason)
+    ctx.manager.changed(session_id)
+    return _trigger(trigger)
+
+
+@router.post("/sessions/{session_id}/resume", response_model=SessionPublic, tags=["steering"])
+async def resume(session_id: int, ctx: Ctx, action: ActionIn | None = None) -> dict[str, Any]:
+    from app.sessions import resume as resume_session
+
+    action = action or ActionIn()
+    with ctx.unit() as u:
+        resume_session(u, session_id, action.author)
+    ctx.manager.changed(session_id)
+    with ctx.database.session() as db:
+        return public_session(db, get_session(db, session_id))
+
+
+@router.post("/sessions/{session_id}/stop", response_model=SessionPublic, tags=["steering"])
+async def stop(session_id: int, ctx: Ctx, action: ActionIn | None = None) -> dict[str, Any]:
+    from app.sessions import stop as stop_session
+
+    action = action or ActionIn()
+    with ctx.unit() as u:
+        stop_session(u, session_id, action.author, action.reason)
+    ctx.manager.changed(session_id)
+    with ctx.database.session() as db:
+        return public_session(db, get_session(db, session_id))
+
+
+@router.post("/sessions/{session_id}/interventions", response_model=InterventionPublic,
+             status_code=status.HTTP_201_CREATED, tags=["steering"])
+async def intervene(session_id: int, msg: InterventionCreate, ctx: Ctx) -> dict[str, Any]:
+    """Send a question or information: `steer` delivers it at the next tool boundary, `queue`
+    when the agent's turn ends. With `resume` (default) a paused session resumes."""
+    item = send_and_maybe_resume(ctx, session_id, msg)
+    return item
+
+
+def send_and_maybe_resume(ctx: ServerContext, session_id: int, msg: InterventionCreate) -> dict[str, Any]:
+    from app.models import INTERRUPTED, PAUSED
+    from app.sessions import resume as resume_session
+    from app.sessions import send_intervention
+
+    with ctx.unit() as u:
+        item = send_intervention(u, session_id, msg)
+        session = get_session(u.db, session_id)
+        if msg.resume and session.status in (PAUSED, INTERRUPTED):
+            resume_session(u, session_id, msg.author)
+    ctx.manager.changed(session_id)
+    return item.model_dump()
+
+
+@router.get("/sessions/{session_id}/interventions", response_model=list[InterventionPublic], tags=["steering"])
+async def interventions(session_id: int, db: Db) -> list[dict[str, Any]]:
+    get_session(db, session_id)
+    return [i.model_dump() for i in interventions_of(db, session_id)]
+
+
+@router.get("/sessions/{session_id}/triggers", response_model=list[TriggerPublic], tags=["steering"])
+async def triggers(session_id: int, db: Db) -> list[dict[str, Any]]:
+    get_session(db, session_id)
+    return [_trigger(t) for t in triggers_of(db, session_id)]
+
+
+@router.get("/sessions/{session_id}/events", response_model=list[EventPublic], tags=["trace"])
+async def events(session_id: int, db: Db, after: Annotated[int, Query(ge=0)] = 0,
+                 limit: Annotated[int, Query(ge=1, le=5000)] = 1000) -> list[dict[str, Any]]:
+    """The session's trace, oldest first, from the event after `after` (a sequence number)."""
+    get_session(db, session_id)
+    return [e.model_dump() for e in events_after(db, session_id, after, limit)]
+
+
+@router.get("/sessions/{session_id}/candidates", response_model=list[CandidatePublic], tags=["candidates"])
+async def candidates(session_id: int, db: Db) -> list[dict[str, Any]]:
+    get_session(db, session_id)
+    return [public_candidate(db, c) for c in candidates_of(db, session_id)]
+
+
+@router.get("/sessions/{session_id}/candidates/{number}", response_model=CandidateDetail, tags=["candidates"])
+async def candidate(session_id: int, number: int, db: Db) -> dict[str, Any]:
+    c = candidate_by_number(db, session_id, number)
+    return {**public_candidate(db, c), "source": c.source,
+            "evaluations": [e.model_dump() for e in evaluations_of(db, c.id or 0)]}
+
+
+def _trigger(t: Any) -> dict[str, Any]:
+    return {**t.model_dump(), "suggestions": [s.__dict__ for s in suggest(t.kind, t.evidence)]}
+

@@ -1,0 +1,105 @@
+"""The FastAPI application: lifespan (migrate, recover, run), middleware, routers, errors."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from app.context import ServerContext
+from app.db import Database
+from app.runner.devices import DeviceQueue
+from app.runner.manager import RunnerManager
+from app.runner.states import InvalidTransition
+from app.sessions import Conflict, Invalid, NotFound
+from app.settings import Settings
+from app.web import api, pages, render, ws
+from app.web.security import make_middleware
+
+
+def create_app(settings: Settings | None = None, *, devices: DeviceQueue | None = None) -> FastAPI:
+    """The server. `devices` lets tests substitute the GPU probe; nothing else is faked."""
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        database = Database(settings.database_url)
+        await asyncio.to_thread(database.upgrade)  # alembic migrations, every start
+        ctx = ServerContext(settings, database, devices=devices or DeviceQueue(settings.gpu_poll_s))
+        ctx.hub.bind_loop(asyncio.get_running_loop())
+        ctx.runners = RunnerManager(ctx)
+        ctx.runners.recover()  # running -> interrupted; paused stay paused
+        app.state.ctx = ctx
+        try:
+            yield
+        finally:
+            await ctx.runners.shutdown()
+            database.dispose()
+
+    app = FastAPI(
+        title="Socratic",
+        summary="Sessions where agents write CUDA kernels, a strict harness judges them, and people steer.",
+        version="0.1.0",
+        lifespan=lifespan,
+        docs_url=None,  # Swagger UI and ReDoc load from a CDN; pages load nothing from the internet
+        redoc_url=None,
+    )
+    app.middleware("http")(make_middleware(settings))
+    app.mount("/static", StaticFiles(directory=str(render.STATIC_DIR)), name="static")
+    app.include_router(api.router)
+    app.include_router(ws.router)
+    app.include_router(pages.router)
+    _error_handlers(app)
+    return app
+
+
+def _wants_html(request: Request) -> bool:
+    return not request.url.path.startswith("/api") and "text/html" in request.headers.get("accept", "")
+
+
+def _error(request: Request, status: int, message: str, detail: Any = None) -> Response:
+    if _wants_html(request):
+        return render.TEMPLATES.TemplateResponse(request, "error.html", {"status": status, "message": message},
+                                                 status_code=status)
+    return JSONResponse({"detail": detail if detail is not None else message, "message": message},
+                        status_code=status)
+
+
+def _error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def validation(request: Request, exc: RequestValidationError) -> Response:
+        errors = exc.errors()
+        parts = []
+        for e in errors:
+            loc = ".".join(str(x) for x in e.get("loc", ()) if x != "body") or "body"
+            parts.append(f"{loc}: {e.get('msg', 'invalid')}")
+        detail = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in errors]
+        return _error(request, 422, "; ".join(parts), detail)
+
+    @app.exception_handler(Invalid)
+    async def invalid(request: Request, exc: Invalid) -> Response:
+        loc = ["body", exc.field] if exc.field else ["body"]
+        return _error(request, 422, str(exc), [{"loc": loc, "msg": str(exc), "type": "value_error"}])
+
+    @app.exception_handler(NotFound)
+    async def not_found(request: Request, exc: NotFound) -> Response:
+        return _error(request, 404, str(exc))
+
+    @app.exception_handler(Conflict)
+    async def conflict(request: Request, exc: Conflict) -> Response:
+        return _error(request, 409, str(exc))
+
+    @app.exception_handler(InvalidTransition)
+    async def transition(request: Request, exc: InvalidTransition) -> Response:
+        return _error(request, 409, str(exc))
+
+    @app.exception_handler(404)
+    async def missing(request: Request, exc: Exception) -> Response:
+        return _error(request, 404, "there is nothing at this address")
+

@@ -1,0 +1,185 @@
+"""Server-rendered pages: the dashboard (sessions and the new-session form), the session view
+(live over the websocket), the candidate view, sign-in, and the API index. Forms post to the
+same domain functions the JSON API uses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import ValidationError
+
+from app.agents.registry import available_agents
+from app.agents.scripts import BUILTIN_SCRIPTS
+from app.context import ServerContext
+from app.events import events_after
+from app.models import Candidate, Intervention
+from app.schemas import ActionIn, BudgetIn, SessionCreate, ThresholdsIn
+from app.sessions import (
+    Invalid,
+    candidate_by_number,
+    count_rows,
+    evaluations_of,
+    list_sessions,
+    session_view,
+)
+from app.steering import goal as goals
+from app.web import render
+from app.web.security import COOKIE
+
+router = APIRouter(include_in_schema=False)
+TRACE_ON_PAGE = 2000  # events rendered with the page; older ones stay in the API
+
+
+def _ctx(request: Request) -> ServerContext:
+    ctx: ServerContext = request.app.state.ctx
+    return ctx
+
+
+def page(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    return render.TEMPLATES.TemplateResponse(request, name, context, status_code=status_code)
+
+
+@router.get("/", response_class=HTMLResponse)
+async def dashboard(request: Request) -> HTMLResponse:
+    return await _dashboard(request)
+
+
+async def _dashboard(request: Request, form: dict[str, Any] | None = None, error: str = "",
+                     status_code: int = 200) -> HTMLResponse:
+    ctx = _ctx(request)
+    with ctx.database.session() as db:
+        rows = [{"session": s, "goal": goals.describe(s.goal_metric, s.goal_target),
+                 "candidates": count_rows(db, Candidate, s.id or 0),
+                 "interventions": count_rows(db, Intervention, s.id or 0)} for s in list_sessions(db)]
+    scripts = [s for s in BUILTIN_SCRIPTS.values()
+               if s.candidate_kind == "cuda" or ctx.settings.allow_python_candidates]
+    gpu = await ctx.devices.gpu_available()
+    return page(request, "dashboard.html", status_code, rows=rows, agents=available_agents(), scripts=scripts,
+                metrics=goals.GOAL_METRICS, thresholds=ThresholdsIn(), form=form or {}, error=error,
+                default_script="gpu-demo" if gpu or not ctx.settings.allow_python_candidates else "cpu-demo",
+                gpu=gpu)
+
+
+def session_spec_from_form(form: dict[str, str]) -> SessionCreate:
+    """The new-session form as a SessionCreate (raises ValidationError or Invalid)."""
+
+    def number(key: str, cast: type[int] | type[float]) -> Any:
+        raw = form.get(key, "").strip()
+        if not raw:
+            return None
+        try:
+            return cast(raw)
+        except ValueError as exc:
+            raise Invalid(f"{key.replace('_', ' ')}: {raw!r} is not a number", key) from exc
+
+    thresholds: dict[str, Any] = {}
+    for key, cast in (("plateau_window", int), ("suspicious_jump", float)):
+        value = number(key, cast)
+        if value is not None:
+            thresholds[key] = value
+    minutes = number("budget_minutes", float)
+    agent = form.get("agent", "scripted")
+    return SessionCreate(
+        title=form.get("title", ""),
+        agent=agent,
+        agent_config={"script": form.get("script", "gpu-demo")} if agent == "scripted" else {},
+        suite_filter=form.get("suite_filter", "").strip() or None,
+        goal_metric=form.get("goal_metric", "vs_baseline"),
+        goal_target=number("goal_target", float),
+        thresholds=ThresholdsIn(**thresholds),
+        budget=BudgetIn(steps=number("budget_steps", int), seconds=minutes * 60 if minutes else None),
+    )
+
+
+@router.post("/sessions", response_class=HTMLResponse)
+async def create_from_form(request: Request) -> Response:
+    from app.sessions import create_session, start
+
+    ctx = _ctx(request)
+    form = {k: str(v) for k, v in (await request.form()).items()}
+    try:
+        spec = session_spec_from_form(form)
+        with ctx.unit() as u:
+            session = create_session(u, spec, ctx.settings)
+            start(u, session.id or 0)
+    except ValidationError as exc:
+        message = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors())
+        return await _dashboard(request, form, message, 422)
+    except Invalid as exc:
+        return await _dashboard(request, form, str(exc), 422)
+    ctx.manager.ensure_running(session.id or 0)
+    return RedirectResponse(f"/sessions/{session.id}", status_code=303)
+
+
+@router.post("/sessions/{session_id}/resume")
+async def resume_from_form(request: Request, session_id: int) -> Response:
+    """The dashboard's one-click resume of an interrupted (or paused) session."""
+    from app.sessions import resume
+
+    ctx = _ctx(request)
+    with ctx.unit() as u:
+        resume(u, session_id, ActionIn().author)
+    ctx.manager.changed(session_id)
+    return RedirectResponse(f"/sessions/{session_id}", status_code=303)
+
+
+@router.get("/sessions/{session_id}", response_class=HTMLResponse)
+async def session_page(request: Request, session_id: int) -> HTMLResponse:
+    ctx = _ctx(request)
+    with ctx.database.session() as db:
+        view = session_view(db, session_id)
+        last_seq = view.session.last_seq
+        events = list(events_after(db, session_id, max(0, last_seq - TRACE_ON_PAGE)))
+        last_seq = events[-1].seq if events else last_seq
+        context = render.panel_context(db, view)
+    return page(request, "session.html", **context, events=events, last_seq=last_seq, oob=False)
+
+
+@router.get("/sessions/{session_id}/candidates/{number}", response_class=HTMLResponse)
+async def candidate_page(request: Request, session_id: int, number: int) -> HTMLResponse:
+    ctx = _ctx(request)
+    with ctx.database.session() as db:
+        view = session_view(db, session_id)
+        c = candidate_by_number(db, session_id, number)
+        parent = db.get(Candidate, c.parent_id) if c.parent_id else None
+        evaluations = list(evaluations_of(db, c.id or 0))
+    diff = render.unified_diff(parent.source, c.source, f"#{parent.number}", f"#{c.number}") if parent else []
+    return page(request, "candidate.html", s=view.session, c=c, parent=parent, evaluations=evaluations, diff=diff)
+
+
+@router.get("/api", response_class=HTMLResponse)
+async def api_index(request: Request) -> HTMLResponse:
+    """The JSON API's routes from its OpenAPI document (served at /openapi.json)."""
+    spec = request.app.openapi()
+    routes = []
+    for path, methods in spec.get("paths", {}).items():
+        for method, op in methods.items():
+            routes.append({"method": method.upper(), "path": path, "summary": op.get("summary", ""),
+                           "description": op.get("description", ""), "tags": op.get("tags", [])})
+    return page(request, "api.html", routes=routes)
+
+
+@router.get("/login", response_class=HTMLResponse)
+async def login_form(request: Request, next: str = "/") -> HTMLResponse:
+    return page(request, "login.html", next=next if next.startswith("/") else "/", error="")
+
+
+@router.post("/login", response_class=HTMLResponse)
+async def login(request: Request) -> Response:
+    from app.web.security import check_token
+
+    ctx = _ctx(request)
+    form = await request.form()
+    token = str(form.get("token", ""))
+    target = str(form.get("next", "/"))
+    target = target if target.startswith("/") and not target.startswith("//") else "/"
+    expected = ctx.settings.token_value
+    if expected is not None and not check_token(ctx.settings, token):
+        return page(request, "login.html", 401, next=target, error="That token is not right.")
+    response = RedirectResponse(target, status_code=303)
+    if expected is not None:
+        response.set_cookie(COOKIE, token, httponly=True, samesite="strict")
+    return response
+

@@ -1,0 +1,158 @@
+"""The session websocket: `/ws/sessions/{id}?after=SEQ` pushes htmx fragments (the trace's
+new events, then the state panels) and accepts steering messages.
+
+Replay: the client names the last event it has shown (`after`); the server subscribes to
+live events first, then sends every stored event after `after`, then live ones, skipping
+any it has already sent. So a client that reconnects after a drop receives every event it
+missed, in order, and none twice. Live notes (evaluation progress) are not stored and are
+not replayed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from pydantic import ValidationError
+
+from app.context import ServerContext
+from app.events import LiveNote, events_after
+from app.models import Event
+from app.runner.states import InvalidTransition
+from app.schemas import InterventionCreate
+from app.sessions import Conflict, Invalid, NotFound, get_session
+from app.web import render
+from app.web.security import same_origin, token_ok
+
+router = APIRouter()
+REPLAY_BATCH = 200
+
+
+@router.websocket("/ws/sessions/{session_id}")
+async def session_socket(websocket: WebSocket, session_id: int) -> None:
+    ctx: ServerContext = websocket.app.state.ctx
+    if not token_ok(ctx.settings, websocket) or not same_origin(websocket):
+        await websocket.close(code=1008)
+        return
+    try:
+        after = max(0, int(websocket.query_params.get("after", "0")))
+    except ValueError:
+        after = 0
+    with ctx.database.session() as db:
+        try:
+            get_session(db, session_id)
+        except NotFound:
+            await websocket.close(code=1008)
+            return
+    await websocket.accept()
+    queue = ctx.hub.subscribe(session_id)  # before the backlog: nothing falls in between
+    reader = asyncio.create_task(_read_steering(websocket, ctx, session_id))
+    try:
+        last_sent = await _replay(websocket, ctx, session_id, after)
+        while True:
+            getter = asyncio.ensure_future(queue.get())
+            done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+            if reader in done:
+                getter.cancel()
+                break
+            items = [getter.result()]
+            while not queue.empty():
+                items.append(queue.get_nowait())
+            last_sent = await _send_items(websocket, ctx, session_id, items, last_sent)
+    except (WebSocketDisconnect, RuntimeError):
+        pass
+    finally:
+        ctx.hub.unsubscribe(session_id, queue)
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await reader
+
+
+async def _replay(websocket: WebSocket, ctx: ServerContext, session_id: int, after: int) -> int:
+    last_sent = after
+    while True:
+        with ctx.database.session() as db:
+            batch = list(events_after(db, session_id, last_sent, REPLAY_BATCH))
+        if not batch:
+            break
+        last_sent = await _send_events(websocket, ctx, session_id, batch, last_sent)
+    # The panels once, even with nothing to replay: they may have changed while away.
+    with ctx.database.session() as db:
+        await websocket.send_text(render.panels(db, session_id))
+    return last_sent
+
+
+async def _send_items(websocket: WebSocket, ctx: ServerContext, session_id: int,
+                      items: list[Event | LiveNote], last_sent: int) -> int:
+    events = [i for i in items if isinstance(i, Event)]
+    notes = [i for i in items if isinstance(i, LiveNote)]
+    if events:
+        last_sent = await _send_events(websocket, ctx, session_id, events, last_sent)
+    if notes:
+        await websocket.send_text(render.note_fragment(notes[-1]))
+    return last_sent
+
+
+async def _send_events(websocket: WebSocket, ctx: ServerContext, session_id: int, events: list[Event],
+                       last_sent: int) -> int:
+    fresh = sorted((e for e in events if e.seq > last_sent), key=lambda e: e.seq)
+    if not fresh:
+        return last_sent
+    if fresh[0].seq != last_sent + 1:
+        # A gap (events committed by another transaction not yet seen): read them from the log.
+        with ctx.database.session() as db:
+            fresh = list(events_after(db, session_id, last_sent, fresh[-1].seq - last_sent))
+    last_sent = fresh[-1].seq
+    with ctx.database.session() as db:
+        html = render.events_fragment(fresh, last_sent) + render.panels(db, session_id)
+    await websocket.send_text(html)
+    return last_sent
+
+
+async def _read_steering(websocket: WebSocket, ctx: ServerContext, session_id: int) -> None:
+    """Steering messages from the page: {"action": "send"|"pause"|"resume"|"stop", ...}."""
+    while True:
+        raw = await websocket.receive_text()
+        try:
+            message = json.loads(raw)
+            if not isinstance(message, dict):
+                raise ValueError("a steering message is a JSON object")
+            reply = handle_steering(ctx, session_id, message)
+        except (ValidationError, Invalid, Conflict, InvalidTransition, NotFound, ValueError) as exc:
+            reply = render.render("fragments/composer_status.html", error=True, message=_message(exc))
+        await websocket.send_text(reply)
+
+
+def handle_steering(ctx: ServerContext, session_id: int, message: dict[str, Any]) -> str:
+    from app.sessions import pause, resume, stop
+    from app.web.api import send_and_maybe_resume
+
+    action = message.get("action", "send")
+    author = "person"
+    if action == "send":
+        msg = InterventionCreate(
+            text=str(message.get("text", "")), kind=message.get("kind", "question"),
+            mode=message.get("mode", "steer"), author=author, resume=bool(message.get("resume")),
+        )
+        send_and_maybe_resume(ctx, session_id, msg)
+        return render.render("fragments/composer.html", oob=True, error=False,
+                             message=f"{msg.kind.capitalize()} sent ({msg.mode}).")
+    with ctx.unit() as u:
+        if action == "pause":
+            pause(u, session_id, author)
+        elif action == "resume":
+            resume(u, session_id, author)
+        elif action == "stop":
+            stop(u, session_id, author)
+        else:
+            raise ValueError(f"unknown action {action!r}")
+    ctx.manager.changed(session_id)
+    return render.render("fragments/composer_status.html", error=False, message=f"{action} done.")
+
+
+def _message(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"{'.'.join(str(x) for x in e['loc']) or 'message'}: {e['msg']}" for e in exc.errors())
+    return str(exc)
