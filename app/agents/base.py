@@ -101,13 +101,23 @@ class ToolResult:
 
 @dataclass
 class Usage:
-    input_tokens: int = 0
+    input_tokens: int = 0  # uncached input
     output_tokens: int = 0
     cost_usd: float = 0.0
+    cache_read_tokens: int = 0  # input served from the prompt cache
+    cache_write_tokens: int = 0  # input written to the prompt cache
 
     @property
     def tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
+        """Every token the model read or wrote (what a token budget counts)."""
+        return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+    def add(self, other: Usage) -> None:
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cost_usd += other.cost_usd
+        self.cache_read_tokens += other.cache_read_tokens
+        self.cache_write_tokens += other.cache_write_tokens
 
 
 @dataclass
@@ -117,6 +127,9 @@ class AgentStep:
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+    # One record per model API call behind this step (model, stop reason, tokens, cost,
+    # seconds); the runner stores each as a `model_call` event. Empty for agents without a model.
+    model_calls: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ends_turn(self) -> bool:
@@ -124,13 +137,13 @@ class AgentStep:
 
     def to_dict(self) -> dict[str, Any]:
         return {"text": self.text, "tool_calls": [c.to_dict() for c in self.tool_calls],
-                "usage": asdict(self.usage)}
+                "usage": asdict(self.usage), "model_calls": list(self.model_calls)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AgentStep:
         return cls(text=d.get("text", ""),
                    tool_calls=[ToolCall.from_dict(c) for c in d.get("tool_calls", [])],
-                   usage=Usage(**d.get("usage", {})))
+                   usage=Usage(**d.get("usage", {})), model_calls=list(d.get("model_calls", [])))
 
 
 @dataclass
@@ -176,6 +189,7 @@ class Task:
     baseline_source: str
     visible_scenarios: list[dict[str, Any]]
     tools: list[dict[str, Any]] = field(default_factory=lambda: list(TOOL_SPECS))
+    session_id: int = 0  # the session the agent works for (0: none, e.g. in unit tests)
 
 
 class Agent(ABC):
@@ -199,6 +213,10 @@ class Agent(ABC):
 
     def restore(self, state: dict[str, Any]) -> None:  # noqa: B027 (stateless agents need nothing)
         """Take back the state of a snapshot."""
+
+    def tool_done(self, result: ToolResult) -> None:  # noqa: B027 (optional hook)
+        """A tool call of the current step finished. Agents that answer an outside client
+        (app/agents/mcp_agent.py) hand the result over at once; others wait for step()."""
 
     async def close(self) -> None:  # noqa: B027 (optional hook)
         """Release clients or processes the agent holds."""

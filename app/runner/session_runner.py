@@ -38,6 +38,7 @@ from app.agents.base import (
     ToolResult,
 )
 from app.agents.registry import make_agent
+from app.agents.toolset import RUNNER_WORKSPACE_TOOLS
 from app.context import ServerContext
 from app.events import LiveNote, Unit
 from app.models import (
@@ -58,6 +59,7 @@ from app.models import (
 from app.runner import evaluation as ev
 from app.runner.devices import CPU, GPU
 from app.runner.states import FINAL_STATES
+from app.runner.workspace import run_workspace_tool
 from app.sessions import (
     budget_of,
     budget_use,
@@ -157,18 +159,34 @@ class SessionRunner:
             if step is None:
                 await self.boundary()
                 self._note("activity", {"detail": "the agent is thinking"})
-                step = await agent.step(feedback)
+                step = await self._agent_step(agent, feedback)
                 self._after_step(agent, step)
                 results = []
             for call in step.tool_calls[len(results):]:
                 result = await self.execute(call)
                 results.append(result)
+                agent.tool_done(result)
                 if len(results) < len(step.tool_calls):
                     await self.boundary()
             self._end_of_step(step)
             await self.boundary()
             feedback = self._deliver(agent, results, step.ends_turn)
             step = None
+
+    async def _agent_step(self, agent: Agent, feedback: Feedback) -> AgentStep:
+        """The agent's next step. A model call or an outside (MCP) client can take long: a stop
+        request ends the wait instead of waiting for it."""
+        thinking = asyncio.ensure_future(agent.step(feedback))
+        while True:
+            self.wake.clear()
+            woken = asyncio.ensure_future(self.wake.wait())
+            done, _ = await asyncio.wait({thinking, woken}, return_when=asyncio.FIRST_COMPLETED)
+            if thinking in done:
+                woken.cancel()
+                return thinking.result()
+            if self.stop_requested:
+                thinking.cancel()
+                raise Stopped
 
     # -- boundaries: pause, stop, budget, time accounting ------------------------------------
 
@@ -208,10 +226,14 @@ class SessionRunner:
             session.used_steps += 1
             session.used_tokens += step.usage.tokens
             session.used_cost_usd += step.usage.cost_usd
+            for call in step.model_calls:
+                u.record(session, "model_call", {"agent": session.agent, **call})
             u.record(session, "agent_step", {
                 "agent": session.agent, "text": step.text,
                 "tool_calls": [_call_summary(c) for c in step.tool_calls],
                 "usage": {"input_tokens": step.usage.input_tokens, "output_tokens": step.usage.output_tokens,
+                          "cache_read_tokens": step.usage.cache_read_tokens,
+                          "cache_write_tokens": step.usage.cache_write_tokens,
                           "cost_usd": step.usage.cost_usd},
             })
             self._save(u, session, agent=agent.snapshot(), step=step.to_dict(), results=[], feedback=None,
@@ -219,11 +241,15 @@ class SessionRunner:
 
     def _end_of_step(self, step: AgentStep) -> None:
         """After the step's calls: the agent's words may declare a limit; a turn that ends
-        with nothing queued for the agent is a declared limit too."""
+        with nothing queued for the agent is a declared limit too. A turn that ends with a
+        person's message waiting gets that message instead of a pause."""
         with self.ctx.unit() as u:
             session = get_session(u.db, self.session_id)
+            waiting = bool(deliverable(u.db, self.session_id, turn_ended=True)) if step.ends_turn else False
+            if waiting:
+                return  # the turn ended and a person's message is waiting: it answers the moment
             hit = triggers.check_declared_limit(step.text, thresholds(session))
-            if hit is None and step.ends_turn and not deliverable(u.db, self.session_id, turn_ended=True):
+            if hit is None and step.ends_turn:
                 hit = triggers.ended_turn(step.text)
             if hit is not None:
                 fire_trigger(u, session, hit)
@@ -256,6 +282,8 @@ class SessionRunner:
                 result = self._list(call)
             elif call.name == DECLARE_DONE:
                 result = self._declare_done(call)
+            elif call.name in RUNNER_WORKSPACE_TOOLS:
+                result = await run_workspace_tool(self, call)
             else:
                 result = ToolResult(call.call_id, call.name, False, f"unknown tool {call.name!r}")
         except ToolError as exc:
@@ -424,7 +452,8 @@ class SessionRunner:
             baseline_source = path.read_text() if path.is_file() else ""
         visible = [s.to_dict() for s in self._scenarios(session) if not s.hidden]
         return Task(session.problem, session.candidate_kind,
-                    goals.describe(session.goal_metric, session.goal_target), baseline_source, visible)
+                    goals.describe(session.goal_metric, session.goal_target), baseline_source, visible,
+                    session_id=session.id or 0)
 
     async def _evaluate(self, c: Candidate, against: ev.Implementation, purpose: str) -> EvaluationReport:
         impl = self._implementation(c)
