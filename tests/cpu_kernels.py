@@ -128,20 +128,27 @@ def uses_workspace_workspace(b: AttentionBuffers) -> int:
 
 # Kernels of known speed for the server's scripted sessions (tests/test_server_*.py and the
 # CPU demo script): each sleeps a fixed time, then writes the exact answer, so the judge's
-# verdicts and the steering triggers they cause are predictable.
+# verdicts and the steering triggers they cause are predictable. The sleeps are long enough
+# that a busy 2-core machine does not blur a 2x difference.
 
 
-def correct_1ms(b: AttentionBuffers) -> int:
-    time.sleep(0.001)
+def correct_10ms(b: AttentionBuffers) -> int:
+    time.sleep(0.010)
     return correct(b)
 
 
-def correct_1ms_retiled(b: AttentionBuffers) -> int:
-    """Same speed as correct_1ms under another name: a variant that gains nothing."""
-    time.sleep(0.001)
+def correct_5ms(b: AttentionBuffers) -> int:
+    time.sleep(0.005)
     return correct(b)
 
 
-def correct_half_ms(b: AttentionBuffers) -> int:
-    time.sleep(0.0005)
+def correct_5ms_retiled(b: AttentionBuffers) -> int:
+    """Same speed as correct_5ms under another name: a variant that gains nothing."""
+    time.sleep(0.005)
     return correct(b)
+
+
+def correct_2ms(b: AttentionBuffers) -> int:
+    time.sleep(0.002)
+    return correct(b)
+

@@ -19,27 +19,27 @@ class Script:
 
 CPU = "tests.cpu_kernels"
 
-# On the CPU: the baseline sleeps 2 ms per call; candidates sleep 1 ms (2x), or 0.5 ms (4x).
+# On the CPU: the baseline sleeps 10 ms per call; candidates sleep 5 ms (2x) or 2 ms (5x).
 CPU_DEMO = Script(
     name="cpu-demo",
     candidate_kind="python-cpu",
-    baseline=f"{CPU}:correct_slow",
+    baseline=f"{CPU}:correct_10ms",
     description="CPU stand-in kernels: a leader, a plateau of variants, then a gain after a question",
     # Sleep-based CPU timings are noisy: only a 25% gain counts as a new leader here.
     thresholds={"min_leader_gain": 0.25, "plateau_window": 3},
     steps=[
         {"say": "I start from a port of the baseline.",
-         "submit": {"target": f"{CPU}:correct_slow", "title": "port of the baseline"}},
+         "submit": {"target": f"{CPU}:correct_10ms", "title": "port of the baseline"}},
         {"say": "Halving the per-call overhead should double the speed.",
-         "submit": {"target": f"{CPU}:correct_1ms", "title": "halve the overhead", "parent": 1}},
+         "submit": {"target": f"{CPU}:correct_5ms", "title": "halve the overhead", "parent": 1}},
         {"say": "Writing only the first rows saves work.",
          "submit": {"target": f"{CPU}:missing_tail", "title": "skip the tail rows", "parent": 2}},
         {"say": "Retiling the loops may help.",
-         "submit": {"target": f"{CPU}:correct_1ms_retiled", "title": "retile", "parent": 2}},
+         "submit": {"target": f"{CPU}:correct_5ms_retiled", "title": "retile", "parent": 2}},
         {"say": "Another tile size.",
-         "submit": {"target": f"{CPU}:correct_1ms_retiled", "title": "retile again", "parent": 4}},
+         "submit": {"target": f"{CPU}:correct_5ms_retiled", "title": "retile again", "parent": 4}},
         {"say": "Moving to another layer: overlap the waits.",
-         "submit": {"target": f"{CPU}:correct_half_ms", "title": "overlap the waits", "parent": 2}},
+         "submit": {"target": f"{CPU}:correct_2ms", "title": "overlap the waits", "parent": 2}},
     ],
 )
 

@@ -168,7 +168,8 @@ class SessionRunner:
                 agent.tool_done(result)
                 if len(results) < len(step.tool_calls):
                     await self.boundary()
-            self._end_of_step(step)
+            if not self._state.get("step_checked"):  # not twice when resumed after a restart
+                self._end_of_step(step)
             await self.boundary()
             feedback = self._deliver(agent, results, step.ends_turn)
             step = None
@@ -237,7 +238,7 @@ class SessionRunner:
                           "cost_usd": step.usage.cost_usd},
             })
             self._save(u, session, agent=agent.snapshot(), step=step.to_dict(), results=[], feedback=None,
-                       call_candidates={})
+                       call_candidates={}, step_checked=False)
 
     def _end_of_step(self, step: AgentStep) -> None:
         """After the step's calls: the agent's words may declare a limit; a turn that ends
@@ -246,13 +247,15 @@ class SessionRunner:
         with self.ctx.unit() as u:
             session = get_session(u.db, self.session_id)
             waiting = bool(deliverable(u.db, self.session_id, turn_ended=True)) if step.ends_turn else False
-            if waiting:
-                return  # the turn ended and a person's message is waiting: it answers the moment
+            if waiting:  # the turn ended and a person's message is waiting: it answers the moment
+                self._save(u, session, step_checked=True)
+                return
             hit = triggers.check_declared_limit(step.text, thresholds(session))
             if hit is None and step.ends_turn:
                 hit = triggers.ended_turn(step.text)
             if hit is not None:
                 fire_trigger(u, session, hit)
+            self._save(u, session, step_checked=True)
 
     def _deliver(self, agent: Agent, results: list[ToolResult], turn_ended: bool) -> Feedback:
         with self.ctx.unit() as u:
@@ -262,7 +265,7 @@ class SessionRunner:
             messages = [SteeringMessage(i.id or 0, i.kind, i.mode, i.text, i.author) for i in items]
             feedback = Feedback(results=results, messages=messages, turn_ended=turn_ended)
             self._save(u, session, agent=agent.snapshot(), step=None, results=[], feedback=feedback.to_dict(),
-                       call_candidates={})
+                       call_candidates={}, step_checked=False)
             return feedback
 
     def _save(self, u: Unit, session: SteeringSession, **changes: Any) -> None:

@@ -1,0 +1,84 @@
+"""Helpers for the server's tests: a real app on a real SQLite file (in a temporary folder),
+driven through its HTTP API; candidates are CPU stand-in kernels (tests/cpu_kernels.py)
+evaluated by the harness's real worker processes."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from app.runner.devices import DeviceQueue
+from app.settings import Settings
+from app.web.app import create_app
+
+CPU = "tests.cpu_kernels"
+SEQ = re.compile(r'class="event[^"]*" data-seq="(\d+)"')
+
+
+def settings_for(data_dir: Path, **overrides: Any) -> Settings:
+    return Settings(data_dir=data_dir, allow_python_candidates=True, **overrides)
+
+
+@contextmanager
+def running_app(data_dir: Path, gpu: bool = False, **overrides: Any) -> Iterator[TestClient]:
+    """The server with its lifespan (migrations, recovery, runners). `gpu` fixes what the
+    device queue believes about the machine, so tests behave the same on a GPU host."""
+    devices = DeviceQueue(poll_s=0.2, gpu_probe=lambda: gpu)
+    app = create_app(settings_for(data_dir, **overrides), devices=devices)
+    with TestClient(app) as client:
+        yield client
+
+
+def cpu_session(client: TestClient, steps: list[dict[str, Any]] | None = None, *, script: str | None = None,
+                **fields: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "title": fields.pop("title", "test session"),
+        "agent": "scripted",
+        "agent_config": {"steps": steps} if steps is not None else {"script": script or "cpu-demo"},
+        "candidate_kind": "python-cpu",
+        "baseline": f"{CPU}:correct_10ms",
+    }
+    body.update(fields)
+    r = client.post("/api/sessions", json=body)
+    assert r.status_code == 201, r.text
+    return dict(r.json())
+
+
+def submit(target: str, title: str = "", **extra: Any) -> dict[str, Any]:
+    return {"say": f"trying {target}", "submit": {"target": f"{CPU}:{target}", "title": title or target, **extra}}
+
+
+def wait_for(client: TestClient, session_id: int, predicate: Callable[[dict[str, Any]], bool],
+             timeout: float = 90.0, what: str = "condition") -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    state: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        state = client.get(f"/api/sessions/{session_id}").json()
+        if predicate(state):
+            return state
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}; session is {state.get('status')}: {state.get('detail')}")
+
+
+def wait_status(client: TestClient, session_id: int, *statuses: str, timeout: float = 90.0) -> dict[str, Any]:
+    return wait_for(client, session_id, lambda s: s["status"] in statuses, timeout, f"status {statuses}")
+
+
+def events(client: TestClient, session_id: int, after: int = 0) -> list[dict[str, Any]]:
+    r = client.get(f"/api/sessions/{session_id}/events", params={"after": after})
+    assert r.status_code == 200, r.text
+    return list(r.json())
+
+
+def kinds(evs: list[dict[str, Any]]) -> list[str]:
+    return [e["kind"] for e in evs]
+
+
+def seqs_in(html: str) -> list[int]:
+    return [int(m) for m in SEQ.findall(html)]

@@ -1,0 +1,58 @@
+"""The strict judge: failed -> rejected; correct but not faster -> backup; correct and faster
+-> leader, after a re-time interleaved with the previous leader confirms it."""
+
+from __future__ import annotations
+
+from harness.report import FAIL, PASS, CompileInfo, EvaluationReport, ScenarioResult
+
+from app.models import BACKUP, LEADER, REJECTED
+from app.steering.judge import CONTENDER, JudgeSettings, confirm, judge
+
+
+def report(*rows: tuple[str, bool, str, float | None], flags: tuple[str, ...] = ()) -> EvaluationReport:
+    scenarios = []
+    for name, hidden, status, speedup in rows:
+        r = ScenarioResult(name, "x", hidden, status, reason="" if status == PASS else "wrong answer",
+                           speedup_vs_baseline=speedup)
+        r.flags = list(flags)
+        scenarios.append(r)
+    return EvaluationReport("k", "b", "cpu", "all", scenarios, CompileInfo(ok=True))
+
+
+def test_a_failure_on_any_scenario_rejects_and_hidden_names_stay_hidden() -> None:
+    j = judge(report(("vis-a", False, PASS, 2.0), ("secret-shape", True, FAIL, None)), None, False)
+    assert j.verdict == REJECTED
+    assert "1 hidden scenario(s) failed" in j.reason and "secret-shape" not in j.reason
+
+
+def test_not_compiled_is_rejected() -> None:
+    r = report(("a", False, PASS, 2.0))
+    r.compile = CompileInfo(ok=False, log="error")
+    assert judge(r, None, False).verdict == REJECTED
+
+
+def test_correct_but_not_faster_than_the_leader_is_a_backup() -> None:
+    j = judge(report(("a", False, PASS, 1.5), ("b", True, PASS, 1.5)), 1.5, True)
+    assert j.verdict == BACKUP and "not faster" in j.reason
+
+
+def test_first_correct_and_faster_candidate_leads_without_a_retime() -> None:
+    j = judge(report(("a", False, PASS, 2.0)), None, False)
+    assert j.verdict == LEADER and not j.needs_retime
+
+
+def test_a_faster_candidate_is_a_contender_until_the_retime_confirms_it() -> None:
+    first = judge(report(("a", False, PASS, 3.0)), 2.0, True)
+    assert first.verdict == CONTENDER and first.needs_retime
+    assert confirm(report(("a", False, PASS, 1.4)), first).verdict == LEADER
+    lost = confirm(report(("a", False, PASS, 0.97)), first)
+    assert lost.verdict == BACKUP and "re-timed" in lost.reason
+
+
+def test_the_leader_margin_is_a_setting() -> None:
+    assert judge(report(("a", False, PASS, 1.1)), 1.0, True, JudgeSettings(min_gain=0.2)).verdict == BACKUP
+
+
+def test_an_impossible_speed_is_rejected_until_reverified() -> None:
+    j = judge(report(("a", False, PASS, 500.0), flags=("impossible: 500x over the baseline",)), None, False)
+    assert j.verdict == REJECTED and "sanity" in j.reason
