@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -44,12 +45,37 @@ class Device(ABC):
     def describe(self) -> dict[str, Any]:
         return {"name": self.name}
 
+    def stream_tail(self, fn: Callable[[], None]) -> tuple[float, float]:
+        """Run fn once: (ms until the harness stream has finished it, ms the device stays busy
+        after that). Work on another stream or deferred past the call shows in the second."""
+        t0 = time.perf_counter()
+        fn()
+        self.synchronize()
+        return (time.perf_counter() - t0) * 1e3, 0.0
+
+    def kernel_activity(self, fn: Callable[[], None], calls: int) -> list[KernelActivity] | None:
+        """The kernels the profiler saw while fn ran `calls` times (None: no profiler here)."""
+        return None
+
+
+@dataclass(frozen=True)
+class KernelActivity:
+    """One kernel execution as the profiler recorded it."""
+
+    name: str
+    stream: int
+    ms: float
+    harness: bool  # a kernel of the harness itself (torch), not the candidate's
+
 
 class CpuDevice(Device):
     name = "cpu"
 
     def __init__(self) -> None:
         self.torch_device = torch.device("cpu")
+        # One thread: evaluation processes often run side by side on a small machine, and
+        # oversubscribed intra-op threads make CPU timings meaningless.
+        torch.set_num_threads(1)
 
     def synchronize(self) -> None:
         pass
@@ -119,6 +145,41 @@ class CudaDevice(Device):
 
     def release_memory(self) -> None:
         torch.cuda.empty_cache()
+
+    def stream_tail(self, fn: Callable[[], None]) -> tuple[float, float]:
+        self.synchronize()
+        done = torch.cuda.Event()
+        t0 = time.perf_counter()
+        fn()
+        done.record(self.stream)
+        done.synchronize()
+        t1 = time.perf_counter()
+        self.synchronize()  # device-wide: every stream of the context
+        t2 = time.perf_counter()
+        return (t1 - t0) * 1e3, (t2 - t1) * 1e3
+
+    def kernel_activity(self, fn: Callable[[], None], calls: int) -> list[KernelActivity] | None:
+        """Kernel executions on every stream of the context (CUPTI through torch.profiler sees
+        the candidate's kernels too: it traces the driver, whatever runtime launched them)."""
+        from torch.profiler import ProfilerActivity, profile
+
+        self.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                fn()
+            self.synchronize()
+        out: list[KernelActivity] = []
+        for e in prof.profiler.kineto_results.events():
+            if e.device_type() != torch.autograd.DeviceType.CUDA:
+                continue
+            name = e.name()
+            if name.startswith(("Memcpy", "Memset", "cudaMemcpy", "cudaMemset")):
+                continue
+            out.append(KernelActivity(
+                name=name, stream=int(e.device_resource_id()), ms=e.duration_ns() / 1e6,
+                harness="at::native" in name or "at_cuda_detail" in name,
+            ))
+        return out
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -20,13 +20,14 @@ SCENARIOS = [
 FAST = TimingSettings(budget_ms=2, min_reps=3, min_reps_slow=3, max_reps=5, wall_reps=2)
 
 
-def run(fn: str, scenarios: list[Scenario] = SCENARIOS, **settings: object) -> list:  # type: ignore[type-arg]
+def run(fn: str, scenarios: list[Scenario] = SCENARIOS, baseline: str = "correct_slow",
+        **settings: object) -> list:  # type: ignore[type-arg]
     opts: dict[str, object] = {"device": "cpu", "peers": (), "timing": FAST}
     opts.update(settings)
     job = WorkerJob(
         "attention-forward",
         KernelSpec(fn, "python", f"tests.cpu_kernels:{fn}"),
-        KernelSpec("baseline", "python", "tests.cpu_kernels:correct_slow"),
+        KernelSpec("baseline", "python", f"tests.cpu_kernels:{baseline}"),
         scenarios,
         EvalSettings(**opts),  # type: ignore[arg-type]
     )
@@ -34,7 +35,7 @@ def run(fn: str, scenarios: list[Scenario] = SCENARIOS, **settings: object) -> l
 
 
 def test_correct_kernel_passes_with_timings_and_speedups() -> None:
-    results = run("correct")
+    results = run("correct", baseline="correct_30ms")
     assert [r.status for r in results] == [PASS, PASS, PASS]
     for r in results:
         assert r.max_error is not None and r.tolerance is not None
