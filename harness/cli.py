@@ -190,6 +190,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("kernel")
     p.set_defaults(func=cmd_check)
 
+    from kernels.attention.family.cli import add_family_commands
+
+    add_family_commands(sub)
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="socratic", description=__doc__)

@@ -1,0 +1,1 @@
+"""CUDA sources of Socratic; Python lives only in kernels.attention.family."""

@@ -1,0 +1,1 @@
+"""Attention forward kernels (ABI v1 contract, baseline, family, gallery)."""

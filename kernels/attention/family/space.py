@@ -1,0 +1,335 @@
+"""The knob space of the attention kernel family: layers -> knobs -> values, a `Knobs`
+setting with `validate()`, parsing (`key=value,...` or JSON) and neighbours within a layer.
+
+The offline search agent imports this module: it moves greedily inside one layer
+(`neighbours(k, layer)`) and a question moves it to another layer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+HEAD_DIMS = (64, 128, 256)
+# Largest dynamic shared memory a CTA may opt into on sm_90 (227 KB).
+MAX_SMEM_BYTES = 232_448
+# Fragment registers a thread may hold (O accumulators, S accumulators, Q fragments) before
+# the kernel would spill: 255 registers minus room for addresses, masks and softmax state.
+MAX_FRAGMENT_REGS = 208
+
+# Tile shapes "BMxBNxW": query rows, keys per block, warps. Rows per warp must be 16 or 32.
+TILES = ("64x32x4", "64x64x4", "64x128x4", "128x32x4", "128x64x4", "128x128x4",
+         "128x32x8", "128x64x8", "128x128x8")
+
+
+
+def _tile_fits(tile: str, d: int) -> bool:
+    """Whether a tile can be valid at head_dim d at all (Q in shared memory, one stage)."""
+    bm, bn, w = (int(x) for x in tile.split("x"))
+    rpw = bm // w
+    regs = rpw * d // 32 + rpw * bn // 32
+    smem = (bm * d + 2 * bn * d) * 2
+    return rpw in (16, 32) and regs <= MAX_FRAGMENT_REGS and smem <= MAX_SMEM_BYTES
+
+
+def tiles_for(d: int) -> tuple[str, ...]:
+    return tuple(t for t in TILES if _tile_fits(t, d))
+
+
+# layer -> knob -> allowed values (the first value of each knob is not the default; see
+# default_knobs()). Every value is rendered into a genuinely different kernel.
+KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
+    "tiling": {
+        "tile_d64": tiles_for(64),
+        "tile_d128": tiles_for(128),
+        "tile_d256": tiles_for(256),
+        "decode_tile": ("off", "16x32x1", "16x64x1", "32x32x2", "32x64x2"),  # few-row (decode) groups
+    },
+    "memory": {
+        "loader": ("cp_async", "bulk"),          # cp.async 16 B per thread, or the bulk copy engine
+        "stages": (1, 2, 3),                     # K/V shared-memory buffers in flight
+        "smem_layout": ("swizzle", "pad"),       # XOR-swizzled 128 B panels, or rows padded by 16 B
+    },
+    "math": {
+        "q_fragments": ("smem", "registers"),    # Q A-fragments re-read by ldmatrix, or kept in registers
+        "softmax_exp": ("exp2_folded", "expf"),  # ex2.approx with scale*log2e folded into one FFMA, or expf
+        "rescale": ("always", "lazy"),           # rescale O on every new max, or only past 2^8 growth
+    },
+    "scheduling": {
+        "grid_order": ("m_fastest", "head_fastest", "heavy_first"),
+        "persistent": (False, True),             # one wave of CTAs striding over the tiles
+        "split_kv": ("off", "1wave", "2wave"),   # split the keys until the grid fills 1 or 2 waves
+        "pack_gqa": ("off", "decode", "on"),     # a GQA group's query heads share one tile
+    },
+    "masking": {
+        "causal_skip": (True, False),            # skip key blocks wholly past the diagonal
+        "mask_split": (True, False),             # mask only boundary blocks (two code paths)
+    },
+}
+
+LAYERS = tuple(KNOB_SPACE)
+KNOB_LAYER = {knob: layer for layer, knobs in KNOB_SPACE.items() for knob in knobs}
+
+
+class KnobError(ValueError):
+    """A knob setting the family refuses, with the reason in words."""
+
+
+def parse_tile(tile: str) -> tuple[int, int, int]:
+    try:
+        bm, bn, w = (int(x) for x in tile.split("x"))
+    except ValueError as exc:
+        raise KnobError(f"tile {tile!r} is not of the form BMxBNxW (e.g. 128x64x4)") from exc
+    return bm, bn, w
+
+
+@dataclass(frozen=True)
+class Knobs:
+    tile_d64: str = "128x64x4"
+    tile_d128: str = "128x32x4"
+    tile_d256: str = "128x64x8"
+    decode_tile: str = "16x64x1"
+    loader: str = "cp_async"
+    stages: int = 2
+    smem_layout: str = "swizzle"
+    q_fragments: str = "smem"
+    softmax_exp: str = "exp2_folded"
+    rescale: str = "always"
+    grid_order: str = "heavy_first"
+    persistent: bool = False
+    split_kv: str = "1wave"
+    pack_gqa: str = "decode"
+    causal_skip: bool = True
+    mask_split: bool = True
+
+    # -- views -----------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def tile(self, head_dim: int, decode: bool = False) -> tuple[int, int, int]:
+        if decode and self.decode_tile != "off":
+            return parse_tile(self.decode_tile)
+        return parse_tile(getattr(self, f"tile_d{head_dim}"))
+
+    def smem_bytes(self, head_dim: int, decode: bool = False) -> int:
+        bm, bn, _ = self.tile(head_dim, decode)
+        row = head_dim if self.smem_layout == "swizzle" else head_dim + 8
+        extra = 8 * self.stages if self.loader == "bulk" else 0
+        return (bm * row + 2 * self.stages * bn * row) * 2 + extra
+
+    def fragment_regs(self, head_dim: int, decode: bool = False) -> int:
+        """32-bit registers per thread held by fragments across the key loop."""
+        bm, bn, w = self.tile(head_dim, decode)
+        rpw = bm // w
+        regs = rpw * head_dim // 32 + rpw * bn // 32
+        if self.q_fragments == "registers":
+            regs += rpw * head_dim // 64
+        return regs
+
+    def slug(self) -> str:
+        """A short file-name-safe name of the setting."""
+        parts = [
+            f"d64-{self.tile_d64}", f"d128-{self.tile_d128}", f"d256-{self.tile_d256}",
+            f"dec-{self.decode_tile}",
+            self.loader, f"s{self.stages}", self.smem_layout, f"q{self.q_fragments[:4]}",
+            self.softmax_exp.split("_")[0], self.rescale, self.grid_order,
+            "persist" if self.persistent else "grid", f"split-{self.split_kv}",
+            f"pack-{self.pack_gqa}", "skip" if self.causal_skip else "noskip",
+            "msplit" if self.mask_split else "mall",
+        ]
+        return "_".join(parts)
+
+    # -- validation ------------------------------------------------------------------------
+
+    def validate(self) -> Knobs:
+        """Raise KnobError naming the first rule the setting breaks; return self if valid."""
+        for f in fields(self):
+            allowed = KNOB_SPACE[KNOB_LAYER[f.name]][f.name]
+            value = getattr(self, f.name)
+            if value not in allowed or type(value) is not type(allowed[0]):
+                raise KnobError(
+                    f"{f.name}={value!r} is not one of {', '.join(repr(v) for v in allowed)}"
+                )
+        if self.loader == "bulk" and self.smem_layout != "pad":
+            raise KnobError(
+                "loader=bulk copies whole rows with the bulk copy engine, which cannot apply the "
+                "XOR swizzle: use smem_layout=pad with it"
+            )
+        for d in HEAD_DIMS:
+            for decode in (False, True) if self.decode_tile != "off" else (False,):
+                self._check_tile(d, decode)
+        return self
+
+    def _check_tile(self, d: int, decode: bool) -> None:
+        name = "decode_tile" if decode else f"tile_d{d}"
+        label = f"{name}={getattr(self, name)}" + (f" at head_dim {d}" if decode else "")
+        bm, bn, w = self.tile(d, decode)
+        if bm % w or bm // w not in (16, 32):
+            raise KnobError(f"{label}: each warp must own 16 or 32 query rows, this gives {bm / w:g}")
+        if bn % 16:
+            raise KnobError(f"{label}: block_n {bn} must be a multiple of 16")
+        regs = self.fragment_regs(d, decode)
+        if regs > MAX_FRAGMENT_REGS:
+            hint = " (try q_fragments=smem)" if self.q_fragments == "registers" else ""
+            raise KnobError(
+                f"{label}: fragments need {regs} registers per thread at head_dim {d}, over the "
+                f"{MAX_FRAGMENT_REGS} that avoid spills{hint}"
+            )
+        smem = self.smem_bytes(d, decode)
+        if smem > MAX_SMEM_BYTES:
+            raise KnobError(
+                f"{label} with stages={self.stages}: {smem} bytes of shared memory at head_dim {d}, "
+                f"over the sm_90 limit of {MAX_SMEM_BYTES}"
+            )
+
+    def is_valid(self) -> bool:
+        try:
+            self.validate()
+        except KnobError:
+            return False
+        return True
+
+    def replace(self, **changes: Any) -> Knobs:
+        return dataclasses.replace(self, **changes)
+
+
+def default_knobs() -> Knobs:
+    return Knobs().validate()
+
+
+def _coerce(name: str, raw: Any) -> Any:
+    if name not in KNOB_LAYER:
+        known = ", ".join(KNOB_LAYER)
+        raise KnobError(f"unknown knob {name!r}; knobs are: {known}")
+    allowed = KNOB_SPACE[KNOB_LAYER[name]][name]
+    if isinstance(raw, str):
+        text = raw.strip()
+        if isinstance(allowed[0], bool):
+            low = text.lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
+            raise KnobError(f"{name} takes true or false, not {raw!r}")
+        if isinstance(allowed[0], int):
+            try:
+                return int(text)
+            except ValueError as exc:
+                raise KnobError(f"{name} takes an integer, not {raw!r}") from exc
+        return text
+    return raw
+
+
+def knobs_from_mapping(values: Mapping[str, Any], base: Knobs | None = None) -> Knobs:
+    changes = {name: _coerce(name, raw) for name, raw in values.items()}
+    return dataclasses.replace(base or Knobs(), **changes).validate()
+
+
+def parse_knobs(spec: str, base: Knobs | None = None) -> Knobs:
+    """`key=value,key=value` (unnamed knobs keep their defaults), a JSON object, a path to a
+    JSON file, or empty for the defaults."""
+    text = spec.strip()
+    if not text:
+        return (base or Knobs()).validate()
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise KnobError(f"knobs are not valid JSON: {exc}") from exc
+        return knobs_from_mapping(data, base)
+    path = Path(text)
+    if text.endswith(".json") or (path.is_file() and "=" not in text):
+        try:
+            data = json.loads(path.read_text())
+        except OSError as exc:
+            raise KnobError(f"cannot read knob file {text}: {exc}") from exc
+        except json.JSONDecodeError as exc:
+            raise KnobError(f"knob file {text} is not valid JSON: {exc}") from exc
+        if isinstance(data, dict) and isinstance(data.get("knobs"), dict):
+            data = data["knobs"]
+        if not isinstance(data, dict):
+            raise KnobError(f"knob file {text} must hold a JSON object")
+        return knobs_from_mapping(data, base)
+    values: dict[str, str] = {}
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        key, sep, val = part.partition("=")
+        if not sep:
+            raise KnobError(f"{part!r} is not key=value")
+        values[key.strip()] = val
+    return knobs_from_mapping(values, base)
+
+
+def neighbours(knobs: Knobs, layer: str) -> list[Knobs]:
+    """Valid settings that differ from `knobs` in exactly one knob of `layer`."""
+    if layer not in KNOB_SPACE:
+        raise KnobError(f"unknown layer {layer!r}; layers are: {', '.join(LAYERS)}")
+    out: list[Knobs] = []
+    for name, values in KNOB_SPACE[layer].items():
+        for v in values:
+            if v == getattr(knobs, name):
+                continue
+            cand = knobs.replace(**{name: v})
+            if cand.is_valid():
+                out.append(cand)
+    return out
+
+
+def iter_valid(limit: int | None = None) -> Iterator[Knobs]:
+    """Valid settings one knob away from the defaults, for sampling and tests."""
+    base = default_knobs()
+    yield base
+    n = 1
+    for layer in LAYERS:
+        for cand in neighbours(base, layer):
+            if limit is not None and n >= limit:
+                return
+            yield cand
+            n += 1
+
+
+def covering_sample() -> list[Knobs]:
+    """A small list of valid settings in which every value of every knob appears at least once
+    (greedy: start from the defaults, give each still-uncovered value to a knob while the
+    setting stays valid)."""
+    uncovered = [(name, v) for layer in KNOB_SPACE.values() for name, vals in layer.items() for v in vals]
+    base = default_knobs()
+    uncovered = [(n, v) for n, v in uncovered if getattr(base, n) != v]
+    sample = [base]
+    while uncovered:
+        cur = base
+        taken: set[str] = set()
+        left = []
+        for name, v in uncovered:
+            if name in taken:
+                left.append((name, v))
+                continue
+            cand = cur.replace(**{name: v})
+            if not cand.is_valid():
+                # A value that needs a companion change (bulk needs pad; deep pipelines and Q in
+                # registers need smaller tiles): try the smallest companions.
+                for fix in ({"smem_layout": "pad"}, {"stages": 2}, {"stages": 1}, {"tile_d256": "64x32x4"},
+                            {"tile_d256": "64x32x4", "stages": 2}, {"q_fragments": "smem"}):
+                    if name in fix:
+                        continue
+                    alt = cand.replace(**fix)
+                    if alt.is_valid():
+                        cand = alt
+                        taken.update(fix)
+                        break
+            if cand.is_valid():
+                cur = cand
+                taken.add(name)
+            else:
+                left.append((name, v))
+        if cur == base or len(left) == len(uncovered):
+            raise KnobError(f"no valid setting covers {left[:3]}")
+        sample.append(cur)
+        uncovered = [(n, v) for n, v in left if all(getattr(k, n) != v for k in sample)]
+    return sample

@@ -1,0 +1,164 @@
+"""The attention kernel family: knob space, validation, rendering, and nvcc builds of a sample
+of settings that covers every knob value (sm_90a; no GPU needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from harness.compile import compile_kernel
+from harness.static_checks import check_source
+from kernels.attention.family import (
+    KNOB_LAYER,
+    KNOB_SPACE,
+    LAYERS,
+    KnobError,
+    Knobs,
+    default_knobs,
+    neighbours,
+    parse_knobs,
+    render,
+)
+from kernels.attention.family.cli import add_family_commands
+from kernels.attention.family.space import covering_sample
+from tests.conftest import HAS_NVCC, ROOT
+
+needs_nvcc = pytest.mark.skipif(not HAS_NVCC, reason="nvcc not installed")
+
+
+def test_space_is_grouped_by_the_five_layers() -> None:
+    assert LAYERS == ("tiling", "memory", "math", "scheduling", "masking")
+    for layer, knobs in KNOB_SPACE.items():
+        assert knobs, layer
+        for name, values in knobs.items():
+            assert len(values) >= 2, name
+            assert KNOB_LAYER[name] == layer
+    assert set(KNOB_LAYER) == set(Knobs.__dataclass_fields__)
+
+
+def test_default_is_valid_and_renders_an_abi_v1_file() -> None:
+    k = default_knobs()
+    src = render(k)
+    assert 'extern "C" int socratic_attention_forward' in src
+    assert "socratic_attention_workspace" in src
+    assert "mma.sync.aligned.m16n8k16" in src and "ldmatrix" in src
+    assert '#include "contract.h"' in src
+    assert not [f for f in check_source(src) if f.blocking]
+    # The knob setting is recorded in the file.
+    assert '"tile_d128": "' + k.tile_d128 + '"' in src
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ("loader=bulk", "use smem_layout=pad"),
+        ("stages=3", "over the sm_90 limit"),
+        ("q_fragments=registers", "registers per thread"),
+        ("tile_d64=64x32x8", "not one of"),
+        ("decode_tile=8x64x1", "not one of"),
+        ("stages=4", "not one of"),
+        ("persistent=maybe", "true or false"),
+        ("warps=4", "unknown knob"),
+        ("loader", "not key=value"),
+        ("{not json", "not valid JSON"),
+    ],
+)
+def test_invalid_settings_are_refused_with_a_reason(spec: str, needle: str) -> None:
+    with pytest.raises(KnobError, match=needle):
+        parse_knobs(spec)
+
+
+def test_parse_forms_agree(tmp_path: Path) -> None:
+    a = parse_knobs("tile_d128=128x64x8, rescale=lazy,persistent=true")
+    b = parse_knobs(json.dumps({"tile_d128": "128x64x8", "rescale": "lazy", "persistent": True}))
+    f = tmp_path / "k.json"
+    f.write_text(json.dumps({"knobs": {"tile_d128": "128x64x8", "rescale": "lazy", "persistent": "1"}}))
+    c = parse_knobs(str(f))
+    assert a == b == c
+    assert a.persistent is True and a.rescale == "lazy"
+    assert parse_knobs("") == default_knobs()
+
+
+def test_neighbours_stay_in_their_layer_and_are_valid() -> None:
+    base = default_knobs()
+    for layer in LAYERS:
+        found = neighbours(base, layer)
+        assert found, layer
+        for n in found:
+            changed = [k for k, v in n.to_dict().items() if v != getattr(base, k)]
+            assert len(changed) == 1 and KNOB_LAYER[changed[0]] == layer
+            assert n.is_valid()
+    with pytest.raises(KnobError):
+        neighbours(base, "nope")
+
+
+def test_covering_sample_uses_every_value() -> None:
+    sample = covering_sample()
+    assert all(k.is_valid() for k in sample)
+    for layer in KNOB_SPACE.values():
+        for name, values in layer.items():
+            seen = {getattr(k, name) for k in sample}
+            assert seen == set(values), name
+    # Every knob changes the rendered source.
+    base = default_knobs()
+    src = render(base)
+    for layer in LAYERS:
+        for n in neighbours(base, layer):
+            assert render(n) != src
+
+
+def test_cli_renders_to_a_file(tmp_path: Path) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_family_commands(sub)
+    out = tmp_path / "k.cu"
+    args = parser.parse_args(["family", "render", "split_kv=off,grid_order=m_fastest", "-o", str(out)])
+    assert args.func(args) == 0
+    assert "constexpr int kSplitWaves = 0;" in out.read_text()
+    bad = parser.parse_args(["family", "render", "loader=bulk"])
+    assert bad.func(bad) == 2
+
+
+def test_gallery_kernels_match_their_knob_files() -> None:
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    for knob_file in sorted(gallery.glob("*.knobs.json")):
+        kernel = gallery / knob_file.name.replace(".knobs.json", ".cu")
+        assert kernel.read_text() == render(parse_knobs(str(knob_file))), kernel.name
+
+
+def _sample_for_build() -> list[Knobs]:
+    sample = covering_sample()
+    base = default_knobs()
+    extra = [base.replace(mask_split=False), base.replace(persistent=True, split_kv="2wave"),
+             base.replace(loader="bulk", smem_layout="pad", rescale="lazy")]
+    return sample + [k for k in extra if k.is_valid() and k not in sample]
+
+
+@needs_nvcc
+def test_sample_of_settings_compiles_for_sm90a(tmp_path: Path) -> None:
+    settings = _sample_for_build()
+    assert 12 <= len(settings) <= 20
+    paths = []
+    for i, k in enumerate(settings):
+        p = tmp_path / f"family_{i:02d}.cu"
+        p.write_text(render(k))
+        paths.append(p)
+
+    def build(p: Path) -> tuple[Path, bool, str]:
+        try:
+            built = compile_kernel(p, arch="sm_90a")
+            return p, built.info.ok, built.info.log
+        except Exception as exc:  # CompileError carries nvcc's log
+            return p, False, f"{exc}\n{getattr(exc, 'log', '')}"
+
+    workers = max(2, min(8, os.cpu_count() or 2))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(build, paths))
+    failed = [(p.name, log[-2000:]) for p, ok, log in results if not ok]
+    assert not failed, failed
