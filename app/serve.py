@@ -26,14 +26,28 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return Settings(**overrides)
 
 
+def settings_error(exc: ValidationError) -> str:
+    return "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+
+
+def main_settings_error(argv: list[str]) -> str:
+    """What `socratic <argv>` would refuse in its settings ("" when they are fine)."""
+    from app.cli import build_parser
+
+    try:
+        settings_from_args(build_parser().parse_args(argv))
+    except ValidationError as exc:
+        return settings_error(exc)
+    return ""
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     try:
         settings = settings_from_args(args)
     except ValidationError as exc:
-        for e in exc.errors():
-            print(f"socratic serve: {e['msg'].removeprefix('Value error, ')}", file=sys.stderr)
+        print(f"socratic serve: {settings_error(exc)}", file=sys.stderr)
         return 2
     if settings.allow_python_candidates:
         # python-cpu candidates name module:function targets of the project (tests.cpu_kernels);

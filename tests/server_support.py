@@ -22,7 +22,7 @@ SEQ = re.compile(r'class="event[^"]*" data-seq="(\d+)"')
 
 
 def settings_for(data_dir: Path, **overrides: Any) -> Settings:
-    return Settings(data_dir=data_dir, allow_python_candidates=True, **overrides)
+    return Settings(**{"data_dir": data_dir, "allow_python_candidates": True, **overrides})
 
 
 @contextmanager

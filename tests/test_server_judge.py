@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-from harness.report import FAIL, PASS, CompileInfo, EvaluationReport, ScenarioResult
-
 from app.models import BACKUP, LEADER, REJECTED
 from app.steering.judge import CONTENDER, JudgeSettings, confirm, judge
+from harness.report import FAIL, PASS, CompileInfo, EvaluationReport, ScenarioResult
 
 
 def report(*rows: tuple[str, bool, str, float | None], flags: tuple[str, ...] = ()) -> EvaluationReport:

@@ -25,8 +25,9 @@ def test_steer_arrives_at_the_next_tool_boundary_and_queue_when_the_turn_ends(tm
     with running_app(tmp_path) as client:
         s = cpu_session(client, steps, start=False)
         sid = s["id"]
-        for text, mode, kind in (("S1 which layer?", "steer", "question"), ("Q1 the board says X", "queue", "information"),
-                                 ("S2 and the memory pipeline?", "steer", "question")):
+        sent = (("S1 which layer?", "steer", "question"), ("Q1 the board says X", "queue", "information"),
+                ("S2 and the memory pipeline?", "steer", "question"))
+        for text, mode, kind in sent:
             r = client.post(f"/api/sessions/{sid}/interventions", json={"text": text, "mode": mode, "kind": kind,
                                                                         "author": "ana"})
             assert r.status_code == 201 and r.json()["status"] == "pending"

@@ -83,6 +83,6 @@ def test_steering_over_the_websocket_records_the_message_and_acknowledges_it(tmp
 
 
 def test_unknown_session_is_refused(tmp_path: Path) -> None:
-    with running_app(tmp_path) as client, pytest.raises(WebSocketDisconnect):
-        with client.websocket_connect("/ws/sessions/999") as ws:
-            ws.receive_text()
+    with running_app(tmp_path) as client, pytest.raises(WebSocketDisconnect), \
+            client.websocket_connect("/ws/sessions/999") as ws:
+        ws.receive_text()

@@ -15,6 +15,7 @@ candidate and event."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import threading
@@ -108,9 +109,13 @@ class SessionRunner:
         return self.task
 
     def request_stop(self) -> None:
+        """Stop now, wherever the runner waits (the agent, a device, an evaluation): the task
+        is cancelled and the evaluation in flight is killed by the harness executor."""
         self.stop_requested = True
         self.cancel.set()
         self.wake.set()
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
 
     @property
     def alive(self) -> bool:
@@ -483,8 +488,16 @@ class SessionRunner:
                 u.record(session, "evaluation_started", {"number": c.number, "purpose": purpose,
                                                          "scenarios": len(scenarios), "against": against.label})
             progress = self._progress_fn(c.number, purpose)
-            report = await asyncio.to_thread(ev.evaluate, impl, against, scenarios, settings, progress,
-                                             self.cancel)
+            work = asyncio.ensure_future(asyncio.to_thread(ev.evaluate, impl, against, scenarios, settings,
+                                                           progress, self.cancel))
+            try:
+                report = await asyncio.shield(work)
+            except asyncio.CancelledError:
+                # Hold the device until the worker processes are gone, then give up.
+                self.cancel.set()
+                with contextlib.suppress(Exception):
+                    await work
+                raise
         if self.cancel.is_set() or self.stop_requested:
             raise Stopped
         return report

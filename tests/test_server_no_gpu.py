@@ -1,0 +1,31 @@
+"""Without a GPU the server still runs: a session with CUDA candidates waits with a clear
+"no GPU available" status instead of failing, and can be stopped while it waits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.models import RUNNING, STOPPED
+from tests.server_support import events, running_app, wait_for
+
+
+def test_cuda_candidates_wait_for_a_gpu_with_a_clear_status(tmp_path: Path) -> None:
+    steps = [{"say": "the baseline", "submit": {"path": "kernels/attention/baseline.cu", "title": "baseline"}}]
+    with running_app(tmp_path, gpu=False) as client:
+        r = client.post("/api/sessions", json={"title": "gpu work", "agent_config": {"steps": steps},
+                                               "suite_filter": "category=decode,head_dim=128"})
+        assert r.status_code == 201, r.text
+        sid = r.json()["id"]
+        state = wait_for(client, sid, lambda s: "no GPU available" in s["detail"], what="the waiting status")
+        assert state["status"] == RUNNING
+        waiting = [e for e in events(client, sid) if e["kind"] == "waiting"]
+        assert len(waiting) == 1 and "no GPU available" in waiting[0]["payload"]["reason"]
+        assert "no GPU available" in client.get("/").text
+        cands = client.get(f"/api/sessions/{sid}/candidates").json()
+        assert [(c["number"], c["status"]) for c in cands] == [(1, "queued")]
+        assert client.post(f"/api/sessions/{sid}/stop").json()["status"] == STOPPED
+        final = wait_for(client, sid, lambda s: s["status"] == STOPPED, what="stop")
+        assert final["status"] == STOPPED
+        cand = wait_for(client, sid, lambda s: client.get(f"/api/sessions/{sid}/candidates").json()[0]["status"]
+                        == "cancelled", what="the candidate cancelled")
+        assert cand["status"] == STOPPED
