@@ -2,8 +2,9 @@
 alembic migrates, and the schema upgrade run at startup.
 
 Other packages put their tables into the same database by defining SQLModel tables in a
-module listed in MODEL_MODULES (today `app.models` and, when it exists, `question_bank.models`)
-and adding an alembic revision under app/migrations/versions/ (docs/server.md says how)."""
+module listed in MODEL_MODULES (today `app.models`, `app.audit.models` and, when it exists,
+`question_bank.models`) and adding an alembic revision under app/migrations/versions/
+(docs/server.md says how)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from sqlmodel import Session, SQLModel, create_engine
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # Modules whose import registers tables in SQLModel.metadata; missing optional ones are skipped.
-MODEL_MODULES = ("app.models", "question_bank.models")
+MODEL_MODULES = ("app.models", "question_bank.models", "app.audit.models")
 
 # How long a writer waits for SQLite's lock before failing (milliseconds).
 SQLITE_BUSY_TIMEOUT_MS = 5000

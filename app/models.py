@@ -96,6 +96,8 @@ class SteeringSession(SQLModel, table=True):
     created_at: dt.datetime = Field(default_factory=utcnow)
     updated_at: dt.datetime = Field(default_factory=utcnow)
     finished_at: dt.datetime | None = None
+    # Imported from a trace file (app/audit/trace_io.py): audited, never run or steered again.
+    read_only: bool = False
 
 
 class Event(SQLModel, table=True):

@@ -164,6 +164,13 @@ def get_session(db: Session, session_id: int) -> SteeringSession:
     return session
 
 
+def check_writable(session: SteeringSession) -> None:
+    """An imported session (app/audit/trace_io.py) is a record: it never runs or changes again."""
+    if session.read_only:
+        raise Conflict(f"session {session.id} was imported from a trace and is read-only: it can be "
+                       "audited, not run or steered")
+
+
 def list_sessions(db: Session) -> Sequence[SteeringSession]:
     return db.exec(select(SteeringSession).order_by(col(SteeringSession.id).desc())).all()
 
@@ -226,6 +233,7 @@ def evaluation_points(db: Session, session_id: int) -> list[EvaluationPoint]:
 
 def set_status(unit: Unit, session: SteeringSession, status: str, *, detail: str = "",
                payload: dict[str, Any] | None = None) -> None:
+    check_writable(session)
     check_transition(session.status, status)
     previous = session.status
     session.status = status
@@ -313,7 +321,8 @@ def stop(unit: Unit, session_id: int, author: str, reason: str = "") -> Steering
 def interrupt_running(unit: Unit) -> list[int]:
     """At startup: sessions that were running when the server stopped become interrupted."""
     ids = []
-    for session in unit.db.exec(select(SteeringSession).where(SteeringSession.status == RUNNING)).all():
+    for session in unit.db.exec(select(SteeringSession).where(SteeringSession.status == RUNNING,
+                                                              col(SteeringSession.read_only).is_(False))).all():
         set_status(unit, session, INTERRUPTED, detail="the server restarted while this session ran; "
                    "resume it to continue where it was")
         ids.append(session.id or 0)
@@ -322,6 +331,7 @@ def interrupt_running(unit: Unit) -> list[int]:
 
 def update_session(unit: Unit, session_id: int, change: SessionUpdate) -> SteeringSession:
     session = get_session(unit.db, session_id)
+    check_writable(session)
     changed: dict[str, Any] = {}
     if change.title is not None:
         session.title = changed["title"] = change.title.strip()
@@ -344,6 +354,7 @@ def update_session(unit: Unit, session_id: int, change: SessionUpdate) -> Steeri
 
 def send_intervention(unit: Unit, session_id: int, msg: InterventionCreate) -> Intervention:
     session = get_session(unit.db, session_id)
+    check_writable(session)
     if session.status in FINAL_STATES:
         raise Conflict(f"session {session_id} is {session.status}; it takes no more messages")
     intervention = Intervention(

@@ -149,6 +149,9 @@ class SessionRunner:
     def _make_agent(self) -> Agent:
         with self.ctx.unit() as u:
             session = get_session(u.db, self.session_id)
+            if session.read_only:  # imported from a trace: audited, never resumed
+                log.warning("session %s is read-only (imported); its runner does not start", self.session_id)
+                raise Stopped
             task = self._task(session)
             self._state = dict(session.runner_state or {})
             agent = make_agent(session.agent, task, session.agent_config)

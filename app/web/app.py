@@ -12,6 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
+from app.audit import routes as audit_routes
 from app.context import ServerContext
 from app.db import Database
 from app.runner.devices import DeviceQueue
@@ -55,6 +56,8 @@ def create_app(settings: Settings | None = None, *, devices: DeviceQueue | None 
     app.include_router(api.router)
     app.include_router(ws.router)
     app.include_router(pages.router)
+    app.include_router(audit_routes.router)
+    app.include_router(audit_routes.api_router)
     _error_handlers(app)
     return app
 

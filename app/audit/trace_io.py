@@ -1,0 +1,343 @@
+"""Export a session as a trace file and import one back, losing nothing (docs/trace.md).
+
+A trace is JSON Lines, ASCII only, one record per line, in a fixed order: a header, the
+session, the baseline kernel, candidates (by number), evaluations, triggers, interventions,
+events (by seq). Rows carry every column of their table except the ones implied by the file
+(session_id) or local to a database (read_only); ids are the ids of the trace. Importing
+creates a new read-only session and remembers the trace's ids (TraceImport), so exporting the
+imported session writes the same bytes again."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from sqlalchemy import Column, DateTime
+from sqlalchemy.types import TypeDecorator
+from sqlmodel import Session, SQLModel
+
+from app.audit.models import ID_KINDS, TraceImport
+from app.audit.record import AuditRecord, load_record
+from app.models import Candidate, Evaluation, Event, Intervention, SteeringSession, Trigger, utcnow
+
+FORMAT = "socratic-trace"
+VERSION = 1  # bump when a record changes meaning; docs/trace.md keeps the history
+
+
+@dataclass(frozen=True)
+class RowSpec:
+    """How one table appears in a trace."""
+
+    name: str  # the record's "type"
+    model: type[SQLModel]
+    drop: frozenset[str]  # columns not written: implied by the file or local to one database
+    refs: dict[str, str]  # column -> kind of row its value points to (a trace id in the file)
+
+
+SESSION = RowSpec("session", SteeringSession, frozenset({"read_only"}),
+                  {"id": "session", "leader_id": "candidate", "open_trigger_id": "trigger"})
+CANDIDATE = RowSpec("candidate", Candidate, frozenset({"session_id"}), {"id": "candidate", "parent_id": "candidate"})
+EVALUATION = RowSpec("evaluation", Evaluation, frozenset(), {"id": "evaluation", "candidate_id": "candidate"})
+TRIGGER = RowSpec("trigger", Trigger, frozenset({"session_id"}), {"id": "trigger"})
+INTERVENTION = RowSpec("intervention", Intervention, frozenset({"session_id"}),
+                       {"id": "intervention", "trigger_id": "trigger"})
+EVENT = RowSpec("event", Event, frozenset({"id", "session_id"}), {})
+ROW_SPECS = {s.name: s for s in (SESSION, CANDIDATE, EVALUATION, TRIGGER, INTERVENTION, EVENT)}
+# The order of records in a file; the header and the baseline come first, one each.
+RECORD_ORDER = ("header", "session", "baseline", "candidate", "evaluation", "trigger", "intervention", "event")
+COUNTED = ("candidate", "evaluation", "trigger", "intervention", "event")
+RowT = TypeVar("RowT", Evaluation, Trigger, Intervention)
+
+
+class TraceFormatError(ValueError):
+    """The file is not a trace this version can import; the message names the line."""
+
+
+# -- columns -------------------------------------------------------------------------------
+
+
+def _columns(model: type[SQLModel]) -> list[Column[Any]]:
+    return list(model.__table__.columns)  # type: ignore[attr-defined]
+
+
+def _is_datetime(column: Column[Any]) -> bool:
+    kind: Any = column.type
+    if isinstance(kind, TypeDecorator):
+        kind = kind.impl_instance
+    return isinstance(kind, DateTime)
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:  # SQLite returns naive UTC for plain DateTime columns
+            value = value.replace(tzinfo=dt.UTC)
+        return value.isoformat()
+    return value
+
+
+def _line(record: dict[str, Any]) -> str:
+    # ASCII: no encoding questions, and no U+2028 that a line splitter could take for a newline.
+    return json.dumps(record, ensure_ascii=True, separators=(",", ":")) + "\n"
+
+
+# -- export --------------------------------------------------------------------------------
+
+
+def _row(spec: RowSpec, row: SQLModel, record: AuditRecord) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": spec.name}
+    for column in _columns(spec.model):
+        name = column.key
+        if name in spec.drop:
+            continue
+        value = getattr(row, name)
+        if name in spec.refs:
+            value = record.trace_id(spec.refs[name], value)
+        out[name] = _encode(value)
+    return out
+
+
+def _in_trace_order(record: AuditRecord, kind: str, rows: Sequence[RowT]) -> list[RowT]:
+    return sorted(rows, key=lambda row: record.trace_id(kind, row.id) or 0)
+
+
+def export_lines(record: AuditRecord) -> Iterator[str]:
+    """The trace of one session, line by line."""
+    evaluations = _in_trace_order(record, "evaluation", record.evaluations)
+    triggers = _in_trace_order(record, "trigger", record.triggers)
+    interventions = _in_trace_order(record, "intervention", record.interventions)
+    counts = {"candidate": len(record.candidates), "evaluation": len(evaluations), "trigger": len(triggers),
+              "intervention": len(interventions), "event": len(record.events)}
+    yield _line({"type": "header", "format": FORMAT, "version": VERSION,
+                 "session": record.trace_id("session", record.session_id), "counts": counts})
+    yield _line(_row(SESSION, record.session, record))
+    yield _line({"type": "baseline", "source": record.baseline_source})
+    for c in record.candidates:
+        yield _line(_row(CANDIDATE, c, record))
+    for e in evaluations:
+        yield _line(_row(EVALUATION, e, record))
+    for t in triggers:
+        yield _line(_row(TRIGGER, t, record))
+    for i in interventions:
+        yield _line(_row(INTERVENTION, i, record))
+    for ev in record.events:
+        yield _line(_row(EVENT, ev, record))
+
+
+def export_session(db: Session, session_id: int) -> str:
+    """The whole trace of a session as text (raises app.sessions.NotFound)."""
+    return "".join(export_lines(load_record(db, session_id)))
+
+
+# -- parsing -------------------------------------------------------------------------------
+
+
+@dataclass
+class ParsedTrace:
+    version: int
+    session: dict[str, Any]
+    baseline_source: str | None
+    rows: dict[str, list[tuple[int, dict[str, Any]]]]  # type -> (line number, fields)
+
+
+def _check_value(spec: RowSpec, column: Column[Any], value: Any, where: str) -> Any:
+    name = column.key
+    if value is None:
+        if not column.nullable and name not in spec.refs:
+            raise TraceFormatError(f"{where}: {spec.name}.{name} must not be null")
+        return None
+    if _is_datetime(column):
+        if not isinstance(value, str):
+            raise TraceFormatError(f"{where}: {spec.name}.{name} must be an ISO 8601 time")
+        try:
+            moment = dt.datetime.fromisoformat(value)
+        except ValueError as exc:
+            raise TraceFormatError(f"{where}: {spec.name}.{name}: {exc}") from exc
+        if moment.tzinfo is None:
+            raise TraceFormatError(f"{where}: {spec.name}.{name} must carry its UTC offset")
+        return moment
+    try:
+        python_type = column.type.python_type
+    except NotImplementedError:
+        return value
+    ok = {
+        bool: lambda v: isinstance(v, bool),
+        int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+        float: lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+        str: lambda v: isinstance(v, str),
+    }.get(python_type, lambda v: True)
+    if not ok(value):
+        raise TraceFormatError(f"{where}: {spec.name}.{name} must be {python_type.__name__}, "
+                               f"not {type(value).__name__}")
+    return value
+
+
+def _fields(spec: RowSpec, obj: dict[str, Any], where: str) -> dict[str, Any]:
+    columns = {c.key: c for c in _columns(spec.model) if c.key not in spec.drop}
+    unknown = sorted(set(obj) - set(columns) - {"type"})
+    if unknown:
+        raise TraceFormatError(f"{where}: unknown {spec.name} field(s) {', '.join(unknown)} "
+                               f"(written by a newer Socratic?)")
+    out: dict[str, Any] = {}
+    for name, column in columns.items():
+        if name not in obj:
+            if column.default is None and column.server_default is None and not column.nullable \
+                    and not column.primary_key:
+                raise TraceFormatError(f"{where}: the {spec.name} lacks the field {name!r}")
+            continue  # a column added since the file was written: the model's default applies
+        out[name] = _check_value(spec, column, obj[name], where)
+    if "id" in columns and not isinstance(out.get("id"), int):
+        raise TraceFormatError(f"{where}: the {spec.name} needs an integer id")
+    return out
+
+
+def parse_trace(text: str) -> ParsedTrace:
+    """Read and check a trace without touching a database."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines:
+        raise TraceFormatError("the file is empty")
+    records: list[tuple[int, dict[str, Any]]] = []
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
+            raise TraceFormatError(f"line {number}: empty line")
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise TraceFormatError(f"line {number}: not JSON ({exc.msg} at column {exc.colno})") from exc
+        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+            raise TraceFormatError(f"line {number}: each line is a JSON object with a \"type\"")
+        records.append((number, obj))
+
+    header = records[0][1]
+    if header.get("type") != "header" or header.get("format") != FORMAT:
+        raise TraceFormatError(f"line 1: not a Socratic trace (the first line must be its header, "
+                               f"format {FORMAT!r})")
+    version = header.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise TraceFormatError("line 1: the header's version must be a positive integer")
+    if version > VERSION:
+        raise TraceFormatError(f"line 1: this trace uses format version {version}; this Socratic reads "
+                               f"versions up to {VERSION}")
+
+    rows: dict[str, list[tuple[int, dict[str, Any]]]] = {t: [] for t in ROW_SPECS}
+    baseline: list[tuple[int, dict[str, Any]]] = []
+    position = 0
+    for number, obj in records[1:]:
+        kind = obj["type"]
+        if kind not in RECORD_ORDER or kind == "header":
+            raise TraceFormatError(f"line {number}: unknown record type {kind!r}")
+        order = RECORD_ORDER.index(kind)
+        if order < position:
+            raise TraceFormatError(f"line {number}: a {kind} record after {RECORD_ORDER[position]} records "
+                                   f"(the order is {', '.join(RECORD_ORDER)})")
+        position = order
+        where = f"line {number}"
+        if kind == "baseline":
+            if set(obj) != {"type", "source"} or not isinstance(obj["source"], str | None):
+                raise TraceFormatError(f"{where}: the baseline record is {{\"type\", \"source\"}}, "
+                                       "source a string or null")
+            baseline.append((number, obj))
+            continue
+        rows[kind].append((number, _fields(ROW_SPECS[kind], obj, where)))
+
+    if len(rows["session"]) != 1:
+        raise TraceFormatError(f"a trace holds exactly one session record, this one {len(rows['session'])}")
+    if len(baseline) != 1:
+        raise TraceFormatError(f"a trace holds exactly one baseline record, this one {len(baseline)}")
+    counts = header.get("counts")
+    if not isinstance(counts, dict):
+        raise TraceFormatError("line 1: the header lacks its record counts")
+    for kind in COUNTED:
+        if counts.get(kind) != len(rows[kind]):
+            raise TraceFormatError(f"the header counts {counts.get(kind)} {kind} records, the file holds "
+                                   f"{len(rows[kind])}: it is truncated or was edited")
+    if header.get("session") != rows["session"][0][1]["id"]:
+        raise TraceFormatError("line 1: the header names another session than the session record")
+    _check_references(rows)
+    return ParsedTrace(version, rows["session"][0][1], baseline[0][1]["source"], rows)
+
+
+def _check_references(rows: dict[str, list[tuple[int, dict[str, Any]]]]) -> None:
+    ids: dict[str, set[int]] = {}
+    for kind in ("candidate", "evaluation", "trigger", "intervention"):
+        seen: set[int] = set()
+        for number, fields in rows[kind]:
+            if fields["id"] in seen:
+                raise TraceFormatError(f"line {number}: a second {kind} with id {fields['id']}")
+            seen.add(fields["id"])
+        ids[kind] = seen
+    numbers: set[int] = set()
+    for line, fields in rows["candidate"]:
+        if fields.get("number") in numbers:
+            raise TraceFormatError(f"line {line}: a second candidate #{fields.get('number')}")
+        numbers.add(fields.get("number", 0))
+    seqs: set[int] = set()
+    for line, fields in rows["event"]:
+        if fields.get("seq") in seqs:
+            raise TraceFormatError(f"line {line}: a second event with seq {fields.get('seq')}")
+        seqs.add(fields.get("seq", 0))
+    for kind in ("session", "candidate", "evaluation", "intervention"):
+        spec = ROW_SPECS[kind]
+        for line, fields in rows[kind]:
+            for column, target in spec.refs.items():
+                if column == "id" or fields.get(column) is None:
+                    continue
+                if fields[column] not in ids[target]:
+                    raise TraceFormatError(f"line {line}: {kind}.{column} = {fields[column]} names no "
+                                           f"{target} of this trace")
+
+
+# -- import --------------------------------------------------------------------------------
+
+
+def import_trace(db: Session, text: str, file_name: str = "") -> SteeringSession:
+    """Create a read-only session from a trace. The caller commits."""
+    parsed = parse_trace(text)
+    id_map: dict[str, dict[str, int]] = {kind: {} for kind in ID_KINDS}
+
+    fields = dict(parsed.session)
+    trace_session = fields.pop("id")
+    leader, open_trigger = fields.pop("leader_id", None), fields.pop("open_trigger_id", None)
+    session = SteeringSession(**fields, read_only=True)
+    db.add(session)
+    db.flush()
+    sid = session.id or 0
+    id_map["session"][str(trace_session)] = sid
+
+    def add_rows(kind: str, model: type[SQLModel], later: tuple[str, ...] = (), **fixed: Any) -> list[Any]:
+        made: list[tuple[dict[str, Any], Any]] = []
+        for _line_no, row_fields in parsed.rows[kind]:
+            values = {k: v for k, v in row_fields.items() if k != "id" and k not in later}
+            for column, target in ROW_SPECS[kind].refs.items():
+                if column != "id" and column not in later and values.get(column) is not None:
+                    values[column] = id_map[target][str(values[column])]
+            row = model(**values, **fixed)
+            db.add(row)
+            made.append((row_fields, row))
+        db.flush()
+        for row_fields, row in made:
+            id_map[kind][str(row_fields["id"])] = row.id
+        return made
+
+    # Parents may come after their children in a hand-edited file: link them once all exist.
+    for row_fields, row in add_rows("candidate", Candidate, later=("parent_id",), session_id=sid):
+        if row_fields.get("parent_id") is not None:
+            row.parent_id = id_map["candidate"][str(row_fields["parent_id"])]
+    add_rows("evaluation", Evaluation)
+    add_rows("trigger", Trigger, session_id=sid)
+    add_rows("intervention", Intervention, session_id=sid)
+    for _line_no, row_fields in parsed.rows["event"]:
+        db.add(Event(session_id=sid, **row_fields))
+    session.leader_id = id_map["candidate"][str(leader)] if leader is not None else None
+    session.open_trigger_id = id_map["trigger"][str(open_trigger)] if open_trigger is not None else None
+    db.add(session)
+    db.add(TraceImport(session_id=sid, format_version=parsed.version, file_name=file_name,
+                       file_sha256=hashlib.sha256(text.encode()).hexdigest(), imported_at=utcnow(),
+                       baseline_source=parsed.baseline_source, ids=id_map))
+    db.flush()
+    return session
