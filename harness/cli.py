@@ -131,6 +131,7 @@ def print_report(report: EvaluationReport, json_out: str | None) -> int:
     if not report.compile.ok:
         print("the kernel was not evaluated:", file=sys.stderr)
         print(report.compile.log.rstrip() or report.scenarios[0].reason, file=sys.stderr)
+        print(f"verdict: {report.verdict()}")
     else:
         print(render_table(report))
         print(f"evaluated {len(report.scenarios)} scenarios in {report.seconds:.1f} s on "
@@ -142,6 +143,7 @@ def print_report(report: EvaluationReport, json_out: str | None) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    """Static checks, then (where nvcc exists) the build's resource report and instruction mix."""
     from harness.static_checks import check_source
 
     source = Path(args.kernel)
@@ -153,7 +155,41 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"{source}:{f.line}: {'error' if f.blocking else 'warning'}: {f.message} [{f.rule}]")
     blocking = [f for f in findings if f.blocking]
     print(f"{len(blocking)} blocking finding(s)" if blocking else "static checks passed")
-    return 1 if blocking else 0
+    out: dict[str, object] = {
+        "kernel": str(source), "findings": [f.__dict__ for f in findings],
+        "static_ok": not blocking,
+    }
+    code = 1 if blocking else 0
+    if not blocking and not args.no_build:
+        code = max(code, _check_build(source, args.arch, out))
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+    return code
+
+
+def _check_build(source: Path, arch: str | None, out: dict[str, object]) -> int:
+    from harness.compile import CompileError, compile_kernel, nvcc_path
+    from harness.evaluate import detect_arch
+    from harness.resources import render_resources, resource_report
+
+    if nvcc_path() is None:
+        print("resources: nvcc was not found on this machine; the build was not checked")
+        return 0
+    arch = arch or detect_arch()
+    try:
+        built = compile_kernel(source, arch=arch)
+    except CompileError as exc:
+        print(f"compile failed ({arch}): {exc}")
+        print(exc.log.rstrip())
+        out["compile_ok"] = False
+        return 1
+    report = resource_report(built.info.log, built.library)
+    print(f"resources ({arch}, ptxas -v):")
+    print(render_resources(report))
+    out["compile_ok"] = True
+    out["arch"] = arch
+    out["resources"] = report.to_dict()
+    return 0
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -176,8 +212,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
     p.add_argument("--trials", type=int, default=2, help="correctness trials (default 2)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--budget-ms", type=float, default=20.0,
-                   help="device time per implementation per scenario for timing (default 20)")
+    p.add_argument("--budget-ms", type=float, default=10.0,
+                   help="device time per implementation per scenario for timing (default 10)")
     p.add_argument("--timeout", type=float, default=120.0,
                    help="seconds one scenario may take before it counts as a hang (default 120)")
     p.add_argument("--no-peers", action="store_true", help="do not time torch SDPA peers")
@@ -186,8 +222,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_eval)
 
-    p = sub.add_parser("check", help="static checks of a kernel, without a GPU")
+    p = sub.add_parser(
+        "check", help="static checks, resource report and instruction mix of a kernel (no GPU)"
+    )
     p.add_argument("kernel")
+    p.add_argument("--arch", help="nvcc target such as sm_90a (default: this machine's GPU, else sm_90a)")
+    p.add_argument("--no-build", action="store_true", help="static checks only, no nvcc")
+    p.add_argument("--json", metavar="OUT", help="also write the findings and resources as JSON")
     p.set_defaults(func=cmd_check)
 
     from kernels.attention.family.cli import add_family_commands

@@ -19,7 +19,8 @@ SHIM = Path(__file__).parent / "shim" / "socratic_shim.cu"
 KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
 DEFAULT_INCLUDE = KERNELS_DIR / "attention"
 DEFAULT_ARCH = "sm_90a"
-BASE_FLAGS = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo")
+# -Xptxas -v: the resource report (registers, shared memory, spills) lands in every build log.
+BASE_FLAGS = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo", "-Xptxas", "-v")
 COMPILE_TIMEOUT_S = 300
 
 

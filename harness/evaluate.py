@@ -7,6 +7,7 @@ import datetime as dt
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 from harness.compile import DEFAULT_ARCH, CompileError, compile_kernel
@@ -95,6 +96,9 @@ def evaluate_source(
         return not_compiled_report(
             str(source), str(baseline), scenarios, suite, info, f"compile failed: {exc}"
         )
+    from harness.resources import parse_ptxas
+
+    built.info.resources = [asdict(k) for k in parse_ptxas(built.info.log)]
     base_spec = None
     try:
         base_built = compile_kernel(baseline, arch=arch)

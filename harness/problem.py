@@ -59,8 +59,37 @@ class LoadedKernel(ABC):
     def error_name(self, code: int) -> str:
         return CUDA_ERROR_NAMES.get(code, f"cudaError {code}")
 
+    def reset_persisting_l2(self) -> int:
+        """Set the device's persisting-L2 limit to 0 and evict persisting lines; returns the
+        limit in bytes found before (-1: not available here)."""
+        return -1
+
 
 Peer = Callable[[Any], torch.Tensor]  # runs on buffers, returns its own output tensor
+
+
+class InputVersions(ABC):
+    """Fresh contents for one input set in the timing loop: each version rewrites the set's
+    tensors in place (same addresses) so that its exact answer follows from the validated
+    answer, without a new reference. `history` lists the versions written, 0 = validated."""
+
+    history: list[int]
+
+    @abstractmethod
+    def advance(self) -> None:
+        """Rewrite the set with the next version (before a call, outside the timed region)."""
+
+    @abstractmethod
+    def expected(self, version: int) -> torch.Tensor:
+        """The exact answer for a version's contents."""
+
+    @abstractmethod
+    def probe(self) -> torch.Tensor:
+        """Change a small, randomly placed part of the set and return the new exact answer."""
+
+    @abstractmethod
+    def last_versions(self, n: int) -> list[int]:
+        """Up to n distinct versions before the last one, most recent first."""
 
 
 class Problem(ABC):
@@ -100,6 +129,20 @@ class Problem(ABC):
 
     @abstractmethod
     def peers(self, s: Scenario) -> dict[str, Peer]: ...
+
+    def input_versions(
+        self, s: Scenario, inputs: list[torch.Tensor], validated: torch.Tensor, seed: int,
+        count: int,
+    ) -> InputVersions | None:
+        """Fresh contents for the timing loop (None: the problem has none; sets then rotate
+        with unchanged contents)."""
+        return None
+
+    def explain_failure(
+        self, s: Scenario, inputs: Sequence[torch.Tensor], out: torch.Tensor, tolerance: float
+    ) -> str | None:
+        """A problem-specific reading of a wrong output (None: nothing more to say)."""
+        return None
 
     @abstractmethod
     def load_kernel(self, spec: KernelSpec) -> LoadedKernel: ...

@@ -26,6 +26,18 @@ STATUSES = (PASS, FAIL, UNSUPPORTED, ERROR, CRASH, TIMEOUT, SKIPPED, NOT_COMPILE
 
 PEER_NAMES = ("cudnn", "flash")
 
+# Verdicts of a whole evaluation (verifier rule 5): accepted needs every scenario passed,
+# hidden ones included, and no sanity flag; a flag blocks the verdict until re-verified.
+ACCEPTED = "accepted"
+REJECTED = "rejected"
+BLOCKED = "blocked"
+# Scenario flags that block a verdict (the others, such as "baseline not timed", only inform).
+BLOCKING_FLAG_PREFIXES = ("impossible", "wall-clock")
+# Over-fitting shows as a visible geomean far above the hidden one; judged with enough of each.
+OVERFIT_GAP = 1.5
+OVERFIT_MIN_SCENARIOS = 5
+MAX_REASONS = 6
+
 
 @dataclass
 class PeerResult:
@@ -99,6 +111,17 @@ class CompileInfo:
     command: str = ""
     library: str = ""
     source_sha256: str = ""
+    # ptxas resource report per kernel (harness/resources.py): registers, smem, spills.
+    resources: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Verdict:
+    status: str  # ACCEPTED, REJECTED or BLOCKED
+    reasons: list[str]
+
+    def __str__(self) -> str:
+        return f"{self.status}: " + "; ".join(self.reasons)
 
 
 @dataclass
@@ -123,11 +146,15 @@ class EvaluationReport:
     def all_passed(self) -> bool:
         return bool(self.scenarios) and all(s.passed for s in self.scenarios)
 
+    def verdict(self) -> Verdict:
+        return judge(self)
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["geomean"] = {
             part: asdict(self.summary(part)) for part in ("visible", "hidden", "all")
         }
+        d["verdict"] = asdict(self.verdict())
         return d
 
     def to_json(self) -> str:
@@ -148,6 +175,87 @@ class EvaluationReport:
             flags=list(d.get("flags", [])),
             schema=d.get("schema", REPORT_SCHEMA),
         )
+
+
+def _plain_reason(reason: str) -> str:
+    """The reason without the trial number, so equal failures group together."""
+    if reason.startswith("trial ") and ": " in reason:
+        return reason.split(": ", 1)[1]
+    return reason
+
+
+def _group_failures(failed: Sequence[ScenarioResult]) -> list[str]:
+    groups: dict[str, list[ScenarioResult]] = {}
+    for r in failed:
+        groups.setdefault(f"{r.status}: {_plain_reason(r.reason)}", []).append(r)
+    out = []
+    for key, members in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        first = members[0].scenario + (" (hidden)" if members[0].hidden else "")
+        more = f" and {len(members) - 1} more" if len(members) > 1 else ""
+        out.append(f"{key} [{first}{more}]")
+    return out
+
+
+def blocking_flags(r: ScenarioResult) -> list[str]:
+    return [f for f in r.flags if f.startswith(BLOCKING_FLAG_PREFIXES)]
+
+
+def judge(report: EvaluationReport) -> Verdict:
+    """Accepted, rejected or blocked, with reasons a person can read."""
+    results = report.scenarios
+    if not results:
+        return Verdict(BLOCKED, ["no scenario was evaluated"])
+    not_compiled = [r for r in results if r.status == NOT_COMPILED]
+    if not report.compile.ok or not_compiled:
+        why = not_compiled[0].reason if not_compiled else "the kernel did not compile"
+        return Verdict(REJECTED, [f"not run: {why}"])
+    failed = [r for r in results if not r.passed]
+    if failed:
+        reasons = []
+        visible = [r for r in results if not r.hidden]
+        hidden = [r for r in results if r.hidden]
+        hidden_failed = [r for r in failed if r.hidden]
+        if visible and len(hidden_failed) == len(failed):
+            reasons.append(
+                f"over-fit to the visible scenarios: all {len(visible)} visible scenarios pass "
+                f"but {len(hidden_failed)} of {len(hidden)} hidden ones fail"
+            )
+        reasons.extend(_group_failures(failed))
+        return Verdict(REJECTED, reasons[:MAX_REASONS])
+    reasons = []
+    if not any(r.hidden for r in results):
+        reasons.append(
+            f"a verdict needs the hidden scenarios: this evaluation ran {len(results)} visible "
+            "scenario(s) and no hidden one"
+        )
+    untimed = [r for r in results if r.time_ms is None]
+    if untimed:
+        reasons.append(
+            f"{len(untimed)} scenario(s) were not timed (correctness only): the sanity checks "
+            "(roofline, 100x bound, hidden work) did not run"
+        )
+    flagged = [(r, f) for r in results for f in blocking_flags(r)]
+    for r, f in flagged[: MAX_REASONS - 2]:
+        reasons.append(f"re-verify {r.scenario}: {f}")
+    if len(flagged) > MAX_REASONS - 2:
+        reasons.append(f"and {len(flagged) - (MAX_REASONS - 2)} more sanity flag(s)")
+    vis, hid = report.summary("visible"), report.summary("hidden")
+    if (
+        vis.vs_baseline and hid.vs_baseline
+        and min(vis.passed, hid.passed) >= OVERFIT_MIN_SCENARIOS
+        and vis.vs_baseline > OVERFIT_GAP * hid.vs_baseline
+    ):
+        reasons.append(
+            f"over-fit: the geomean speedup over the baseline is {vis.vs_baseline:.2f}x on "
+            f"visible scenarios but {hid.vs_baseline:.2f}x on hidden ones"
+        )
+    if reasons:
+        return Verdict(BLOCKED, reasons)
+    n_hidden = sum(r.hidden for r in results)
+    return Verdict(
+        ACCEPTED,
+        [f"all {len(results)} scenarios passed ({n_hidden} hidden) with no sanity flag"],
+    )
 
 
 def summarize(results: Sequence[ScenarioResult]) -> GeomeanSummary:
@@ -207,4 +315,7 @@ def render_geomeans(report: EvaluationReport) -> list[str]:
         )
     if report.flags:
         out.append("flags: " + "; ".join(report.flags))
+    v = report.verdict()
+    out.append(f"verdict: {v.status.upper()}")
+    out.extend(f"  - {reason}" for reason in v.reasons)
     return out

@@ -15,6 +15,11 @@ class EvalSettings:
     seed: int = 0
     check_determinism: bool = True
     measure: bool = True  # False: correctness only (no timing, no peers timed)
+    # Integrity checks of the timed phase (docs/verifier.md): input sets rewritten with fresh
+    # contents before every timed call and re-validated, a workspace probe, the persisting-L2
+    # reset and the hidden-work checks. Off only to measure what they cost.
+    integrity: bool = True
+    profile: str = "auto"  # profiler cross-check: "auto" (first + suspicious scenarios), "always", "never"
     peers: tuple[str, ...] = ("cudnn", "flash")
     timing: TimingSettings = field(default_factory=TimingSettings)
     scenario_timeout_s: float = 120.0

@@ -53,7 +53,20 @@ BANNED_CALLS: tuple[tuple[str, str], ...] = (
     (r"getenv|setenv|putenv|unsetenv|secure_getenv", "reads or writes the environment"),
     (r"dlopen|dlsym|dlmopen|LoadLibrary\w*", "loads code dynamically"),
     (r"asm\s*volatile\s*\(\s*\"\s*(syscall|int\s+\$0x80)", "makes system calls"),
+    (r"syscall|ptrace|prctl|kill", "makes system calls"),
+    (r"cudaGetDriverEntryPoint\w*|cuGetProcAddress\w*",
+     "looks up driver functions by name (a way around these checks)"),
+    (r"cuCtxSetLimit|cuCtxResetPersistingL2Cache",
+     "changes device state beyond the call (persisting L2, limits, reset)"),
 )
+
+# The contract: launch only on the stream the harness passes. Launches with no stream
+# (<<<grid, block>>> or <<<grid, block, smem>>>) and the named default streams go to a stream
+# the harness's events do not time.
+DEFAULT_STREAM_NAMES = re.compile(
+    r"(?<![\w.>:])(cudaStreamLegacy|cudaStreamPerThread|CU_STREAM_LEGACY|CU_STREAM_PER_THREAD)\b"
+)
+_LAUNCH_RE = re.compile(r"<<<(.*?)>>>")
 
 _CALL_RES = [
     (re.compile(r"(?<![\w.>:])(?:::)?(" + pat + r")\s*\("), why) for pat, why in BANNED_CALLS
@@ -124,4 +137,30 @@ def check_source(text: str) -> list[Finding]:
         for regex, why in _CALL_RES:
             for m in regex.finditer(line):
                 findings.append(Finding(no, "banned-call", f"calls {m.group(1)}: {why}"))
+        for m in DEFAULT_STREAM_NAMES.finditer(line):
+            findings.append(Finding(
+                no, "default-stream",
+                f"uses {m.group(1)}: launch only on the stream the harness passes, which its "
+                "timers see",
+            ))
+        for m in _LAUNCH_RE.finditer(line):
+            if _launch_arity(m.group(1)) < 4:
+                findings.append(Finding(
+                    no, "default-stream",
+                    "launches a kernel without a stream (<<<grid, block[, smem]>>> runs on the "
+                    "default stream): pass the harness's stream as the fourth launch argument",
+                ))
     return sorted(findings, key=lambda f: f.line)
+
+
+def _launch_arity(config: str) -> int:
+    """Number of top-level comma-separated arguments of a <<<...>>> launch configuration."""
+    depth, count = 0, 1
+    for ch in config:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            count += 1
+    return count

@@ -14,6 +14,7 @@ import os
 import time
 import traceback
 import warnings
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,19 @@ import torch
 
 from harness.correctness import check_output
 from harness.device import Device, FatalDeviceError, make_device
-from harness.problem import KernelSpec, LoadedKernel, Problem
+from harness.integrity import (
+    PROFILE_CALLS,
+    SUSPICIOUS_VS_BASELINE,
+    SUSPICIOUS_VS_PEER,
+    TAIL_CALLS,
+    persisting_l2_reason,
+    probe_reason,
+    profile_reason,
+    stale_or_drift,
+    summarize_activity,
+    tail_reason,
+)
+from harness.problem import InputVersions, KernelSpec, LoadedKernel, Problem
 from harness.report import (
     CRASH,
     ERROR,
@@ -114,6 +127,7 @@ class ScenarioEvaluator:
         self.baseline = baseline
         self.settings = settings
         self.rates = rates
+        self._profiled = False  # the profiler cross-check runs at least once per process
 
     # -- calling kernels -------------------------------------------------------------------
 
@@ -195,6 +209,9 @@ class ScenarioEvaluator:
     def _evaluate(self, s: Scenario, r: ScenarioResult) -> None:
         dev = self.device.torch_device
         settings = self.settings
+        # The candidate writes into fresh allocations, never into memory the caching allocator
+        # kept from an earlier scenario's references.
+        self.device.release_memory()
         trial_sets: list[tuple[list[torch.Tensor], Any]] = []
         peers = {k: v for k, v in self.problem.peers(s).items() if k in settings.peers} \
             if settings.device == "cuda" else {}
@@ -233,7 +250,13 @@ class ScenarioEvaluator:
                 worst_ratio = ratio
                 r.max_error, r.tolerance = chk.max_error, chk.tolerance
             if not chk.ok:
-                raise KernelFailure(FAIL, f"trial {trial + 1}: {chk.reason}")
+                reason = chk.reason
+                if chk.max_error != float("inf"):
+                    hint = self.problem.explain_failure(s, inputs, bufs.o, chk.tolerance)
+                    if hint:
+                        reason = (f"{hint} [max error {chk.max_error:.3e} > tolerance "
+                                  f"{chk.tolerance:.3e} against the correct answer]")
+                raise KernelFailure(FAIL, f"trial {trial + 1}: {reason}")
             if trial == 0:
                 for pname, peer in peers.items():
                     peer_status[pname] = self._check_peer(peer, bufs, ref32, ref_lowp)
@@ -268,13 +291,25 @@ class ScenarioEvaluator:
         n_sets = len(trial_sets)
         cand_bufs = [b for _, b in trial_sets]
         validated = [b.o.clone() for b in cand_bufs]
-        launches: dict[str, Callable[[int], None]] = {
-            "candidate": lambda i: self._call(self.candidate, cand_bufs[i], "the kernel"),
-        }
-        # Scratch is poisoned before every call, outside the timed region.
-        before: dict[str, Callable[[int], None]] = {
-            "candidate": lambda i: self._poison_workspace(cand_bufs[i]),
-        }
+        integrity = self.settings.integrity
+        versions = self._input_versions(s, trial_sets) if integrity else [None] * n_sets
+
+        def call_candidate(i: int) -> None:
+            self._call(self.candidate, cand_bufs[i], "the kernel")
+
+        def prepare_candidate(i: int) -> None:
+            # Fresh contents and poisoned scratch before every call, outside the timed region.
+            version = versions[i]
+            if version is not None:
+                version.advance()
+            self._poison_workspace(cand_bufs[i])
+
+        def prepared_call() -> None:
+            prepare_candidate(0)
+            call_candidate(0)
+
+        launches: dict[str, Callable[[int], None]] = {"candidate": call_candidate}
+        before: dict[str, Callable[[int], None]] = {"candidate": prepare_candidate}
         if self.baseline is not None:
             try:
                 base_bufs = [self._prepare(self.baseline, s, inp) for inp, _ in trial_sets]
@@ -288,8 +323,19 @@ class ScenarioEvaluator:
         for pname, peer in peers.items():
             if peer_status.get(pname, PeerResult("unsupported")).status == "ok":
                 launches[pname] = lambda i, peer=peer: peer(cand_bufs[i])  # type: ignore[misc]
+        if integrity:
+            self._check_persisting_l2("before timing")
         timed = time_interleaved(self.device, launches, n_sets, self.settings.timing, before)
         for i, (b, good) in enumerate(zip(cand_bufs, validated, strict=True)):
+            version = versions[i]
+            if version is not None:
+                why = stale_or_drift(
+                    i + 1, b.o, version, version.expected(version.history[-1]),
+                    "after the timing loop",
+                )
+                if why:
+                    raise KernelFailure(FAIL, why)
+                continue
             if not bitwise_equal(b.o, good):
                 n = count_bit_differences(b.o, good)
                 raise KernelFailure(
@@ -316,7 +362,76 @@ class ScenarioEvaluator:
                 if ms > 0:
                     r.speedup_vs_peers[pname] = pms / ms
             r.peers[pname] = status
+        if integrity:
+            self._check_persisting_l2("after timing")
+            self._check_stream_tail(prepared_call)
+            for i, version in enumerate(versions):
+                if version is not None:
+                    self._probe(i, version, cand_bufs[i])
         self._sanity(r)
+        if integrity and self._wants_profile(r):
+            self._profiled = True
+            self._check_profile(r, prepared_call)
+
+    # -- integrity of the timed phase (docs/verifier.md) -----------------------------------
+
+    def _input_versions(
+        self, s: Scenario, trial_sets: list[tuple[list[torch.Tensor], Any]]
+    ) -> list[InputVersions | None]:
+        t = self.settings.timing
+        count = t.warmup + t.max_reps + t.wall_reps + TAIL_CALLS + PROFILE_CALLS + 2
+        seed = zlib.crc32(s.name.encode()) ^ (self.settings.seed * 7919)
+        return [
+            self.problem.input_versions(s, inputs, bufs.o, seed + i, count)
+            for i, (inputs, bufs) in enumerate(trial_sets)
+        ]
+
+    def _check_persisting_l2(self, when: str) -> None:
+        why = persisting_l2_reason(self.candidate.reset_persisting_l2(), when)
+        if why:
+            raise KernelFailure(FAIL, why)
+
+    def _check_stream_tail(self, run_once: Callable[[], None]) -> None:
+        samples = [self.device.stream_tail(run_once) for _ in range(TAIL_CALLS)]
+        why = tail_reason(samples)
+        if why:
+            raise KernelFailure(FAIL, why)
+
+    def _probe(self, i: int, version: InputVersions, bufs: Any) -> None:
+        """One more call with a small random change of the contents and the workspace left as
+        the previous call wrote it: a cache in the workspace or in device memory returns the
+        previous answer."""
+        expected = version.probe()
+        bufs.o.fill_(float("nan"))
+        self._call(self.candidate, bufs, "the kernel")
+        self.device.synchronize()
+        why = probe_reason(i + 1, bufs.o, version, expected)
+        if why:
+            raise KernelFailure(FAIL, why)
+
+    def _wants_profile(self, r: ScenarioResult) -> bool:
+        mode = self.settings.profile
+        if mode == "never" or self.settings.device != "cuda":
+            return False
+        if mode == "always" or not self._profiled or r.flags:
+            return True
+        if r.speedup_vs_baseline is not None and r.speedup_vs_baseline > SUSPICIOUS_VS_BASELINE:
+            return True
+        return any(v > SUSPICIOUS_VS_PEER for v in r.speedup_vs_peers.values())
+
+    def _check_profile(self, r: ScenarioResult, run_once: Callable[[], None]) -> None:
+        try:
+            activity = self.device.kernel_activity(run_once, PROFILE_CALLS)
+        except FatalDeviceError:
+            raise
+        except Exception as exc:
+            r.flags.append(f"profiler cross-check unavailable: {type(exc).__name__}: {exc}"[:200])
+            return
+        if activity is None or r.time_ms is None:
+            return
+        why = profile_reason(summarize_activity(activity, PROFILE_CALLS), r.time_ms)
+        if why:
+            raise KernelFailure(FAIL, why)
 
     def _sanity(self, r: ScenarioResult) -> None:
         if r.time_ms is None:

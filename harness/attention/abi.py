@@ -94,6 +94,9 @@ class LibraryKernel(LoadedKernel):
         self._last_error = getattr(self.lib, "socratic_harness_last_error", None)
         if self._last_error is not None:
             self._last_error.restype = ctypes.c_int
+        self._reset_l2 = getattr(self.lib, "socratic_harness_reset_persisting_l2", None)
+        if self._reset_l2 is not None:
+            self._reset_l2.restype = ctypes.c_longlong
         self._error_name = getattr(self.lib, "socratic_harness_error_name", None)
         if self._error_name is not None:
             self._error_name.restype = ctypes.c_char_p
@@ -111,6 +114,9 @@ class LibraryKernel(LoadedKernel):
 
     def last_error(self) -> int:
         return int(self._last_error()) if self._last_error is not None else 0
+
+    def reset_persisting_l2(self) -> int:
+        return int(self._reset_l2()) if self._reset_l2 is not None else -1
 
     def error_name(self, code: int) -> str:
         if self._error_name is not None:

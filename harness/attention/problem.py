@@ -15,11 +15,12 @@ from harness.attention.abi import (
     LibraryKernel,
     PythonKernel,
 )
+from harness.attention.fresh import AttentionVersions
 from harness.attention.peers import sdpa_peers
 from harness.attention.reference import attention_reference
 from harness.attention.suite import default_suite
 from harness.compile import KERNELS_DIR
-from harness.problem import KernelSpec, LoadedKernel, Peer, Problem
+from harness.problem import InputVersions, KernelSpec, LoadedKernel, Peer, Problem
 from harness.scenario import Scenario
 
 BF16_BYTES = 2
@@ -112,6 +113,34 @@ class AttentionForward(Problem):
 
     def peers(self, s: Scenario) -> dict[str, Peer]:
         return sdpa_peers(s)
+
+    def input_versions(
+        self, s: Scenario, inputs: list[torch.Tensor], validated: torch.Tensor, seed: int,
+        count: int,
+    ) -> InputVersions:
+        return AttentionVersions(s, inputs, validated, seed, count)
+
+    def explain_failure(
+        self, s: Scenario, inputs: Sequence[torch.Tensor], out: torch.Tensor, tolerance: float
+    ) -> str | None:
+        """Top-left instead of bottom-right causal alignment, the classic bug of non-square
+        shapes: the output then matches attention over the first seqlen_q keys."""
+        if not s.causal or s.seqlen_k <= s.seqlen_q:
+            return None
+        q, k, v = inputs
+        n = s.seqlen_q
+        top_left = attention_reference(
+            q, k[:, :n], v[:, :n], causal=True, scale=1.0 / math.sqrt(s.head_dim),
+            compute_dtype=torch.float32,
+        )
+        err = float((out.float() - top_left).abs().max().item())
+        if err <= max(tolerance, 1e-6) * 2:
+            return (
+                "wrong causal alignment: the output matches a top-left mask (query i sees keys "
+                f"j <= i, max error {err:.2e} against it); the contract is bottom-right, query i "
+                f"sees keys j <= i + seqlen_k - seqlen_q ({s.seqlen_k - s.seqlen_q} here)"
+            )
+        return None
 
     def load_kernel(self, spec: KernelSpec) -> LoadedKernel:
         if spec.kind == "library":

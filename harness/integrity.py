@@ -1,0 +1,175 @@
+"""Checks against reward hacks in the timed phase (verifier rules 4-5; docs/verifier.md lists
+each hack class, the check that catches it and its reason text): outputs of fresh contents
+re-validated after the timing loop, the workspace probe, work hidden from the timed stream
+(device-synchronized tail and profiler), and persisting L2. Each function decides from
+measurements and returns the reason a person reads, or None."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from harness.device import KernelActivity
+from harness.problem import InputVersions
+from harness.stats import median
+
+# Device-synchronized tail: the device may stay busy this long after the harness stream has
+# finished a call before it counts as hidden work (synchronization itself costs microseconds).
+TAIL_MIN_MS = 0.1
+TAIL_FRACTION = 0.5
+TAIL_CALLS = 3
+# Profiler: the candidate's kernels may take this factor (plus slack) longer than the events
+# on the harness stream measured before it counts as hidden work.
+PROFILE_FACTOR = 1.5
+PROFILE_SLACK_MS = 0.05
+PROFILE_CALLS = 3
+# A scenario this much faster than the baseline, or than the best peer, gets the profiler
+# cross-check even when it is not the first scenario of its process.
+SUSPICIOUS_VS_BASELINE = 10.0
+SUSPICIOUS_VS_PEER = 2.0
+
+
+def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal by value (-0 == +0); the transforms of fresh contents are exact in value."""
+    return a.shape == b.shape and bool(torch.equal(a, b))
+
+
+def differing(a: torch.Tensor, b: torch.Tensor) -> int:
+    return int((a != b).sum().item())
+
+
+def stale_or_drift(
+    set_no: int, out: torch.Tensor, versions: InputVersions, expected: torch.Tensor,
+    when: str,
+) -> str | None:
+    """None when `out` is the answer for the set's current contents; else whether it is the
+    answer for earlier contents (a cache) or something else (drift, race)."""
+    if same_values(out, expected):
+        return None
+    if bool(torch.isnan(out.float()).any().item()):
+        n = int(torch.isnan(out.float()).sum().item())
+        return (
+            f"output was not written {when}: {n} of {out.numel()} elements of input set "
+            f"{set_no} still hold the NaN poison"
+        )
+    # Only on failure: compare with the answer of every earlier version, newest first.
+    for version in versions.last_versions(len(versions.history)):
+        if same_values(out, versions.expected(version)):
+            back = len(versions.history) - 1 - max(
+                i for i, k in enumerate(versions.history[:-1]) if k == version
+            )
+            earlier = (
+                "the contents validated before timing" if version == 0
+                else f"the contents it held {back} call(s) earlier"
+            )
+            return (
+                f"output was stale: {when}, input set {set_no} holds the answer for {earlier}, "
+                "not for its current contents: the kernel returns cached results (keyed on "
+                "pointers or on sampled contents) instead of computing"
+            )
+    n = differing(out, expected)
+    return (
+        f"output of input set {set_no} changed during the timing loop ({n} elements differ "
+        f"from the exact answer for its contents, checked {when}): the kernel drifts after "
+        "repeated calls or races"
+    )
+
+
+def probe_reason(
+    set_no: int, out: torch.Tensor, versions: InputVersions, expected: torch.Tensor
+) -> str | None:
+    """The workspace probe: one (batch, head) block changed since the previous call and the
+    workspace left as that call wrote it. An honest kernel computes the new answer."""
+    if same_values(out, expected):
+        return None
+    previous = versions.expected(versions.history[-1])
+    if same_values(out, previous):
+        return (
+            f"output was stale: input set {set_no} changed in one randomly chosen block since "
+            "the previous call, its workspace was left as that call wrote it, and the kernel "
+            "returned the previous answer: it caches results (in its workspace or in device "
+            "memory) keyed on pointers or on sampled contents"
+        )
+    if bool(torch.isnan(out.float()).any().item()):
+        return (
+            f"output was not written when the workspace was not re-poisoned (input set "
+            f"{set_no}): the kernel depends on workspace contents it did not write in the call"
+        )
+    n = differing(out, expected)
+    return (
+        f"wrong answer when the workspace was not re-poisoned (input set {set_no}, {n} "
+        "elements differ): the kernel reads workspace contents it did not write in the call"
+    )
+
+
+def tail_reason(samples: Sequence[tuple[float, float]]) -> str | None:
+    """samples: (ms until the harness stream finished, ms the device stayed busy after)."""
+    if not samples:
+        return None
+    stream_ms = median([s for s, _ in samples])
+    tail_ms = median([t for _, t in samples])
+    if tail_ms > max(TAIL_MIN_MS, TAIL_FRACTION * stream_ms):
+        return (
+            f"hidden work: the device stayed busy {tail_ms:.3f} ms after the harness stream had "
+            f"finished the call ({stream_ms:.3f} ms): the kernel runs work on another stream or "
+            "a host thread, which the harness's timers do not see"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class ActivitySummary:
+    kernels: int
+    kernel_ms_per_call: float
+    streams: tuple[int, ...]
+    other_stream_kernels: int
+    other_stream_ms_per_call: float
+
+
+def summarize_activity(
+    activity: Sequence[KernelActivity], calls: int
+) -> ActivitySummary:
+    """The candidate's kernels, per call; the harness stream is the one torch's own kernels
+    (the poison fills before each call) ran on."""
+    harness_streams = {a.stream for a in activity if a.harness}
+    mine = [a for a in activity if not a.harness]
+    streams = tuple(sorted({a.stream for a in mine}))
+    if harness_streams:
+        other = [a for a in mine if a.stream not in harness_streams]
+    else:  # no marker seen: more than one stream is already suspicious
+        other = mine if len(streams) > 1 else []
+    n = max(1, calls)
+    return ActivitySummary(
+        kernels=len(mine),
+        kernel_ms_per_call=sum(a.ms for a in mine) / n,
+        streams=streams,
+        other_stream_kernels=len(other),
+        other_stream_ms_per_call=sum(a.ms for a in other) / n,
+    )
+
+
+def profile_reason(summary: ActivitySummary, event_ms: float) -> str | None:
+    if summary.other_stream_kernels:
+        return (
+            f"hidden work: the profiler saw {summary.other_stream_kernels} kernel(s) "
+            f"({summary.other_stream_ms_per_call:.3f} ms per call) on another stream than the "
+            "one the harness passed; the harness's events do not time them"
+        )
+    if summary.kernel_ms_per_call > PROFILE_FACTOR * event_ms + PROFILE_SLACK_MS:
+        return (
+            f"hidden work: the profiler saw {summary.kernel_ms_per_call:.3f} ms of the kernel's "
+            f"kernels per call but the harness stream's events measured {event_ms:.3f} ms"
+        )
+    return None
+
+
+def persisting_l2_reason(limit_bytes: int, when: str) -> str | None:
+    if limit_bytes > 0:
+        return (
+            f"persisting L2: {limit_bytes} bytes of L2 were set aside for persisting accesses "
+            f"{when}; lines kept there survive the harness's cache flush and make repeated "
+            "calls look faster than a first call"
+        )
+    return None

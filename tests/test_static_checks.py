@@ -1,0 +1,134 @@
+"""Verifier rule 2 without a GPU: the static checks refuse the cheats they can see, with line
+numbers, and pass every other kernel of kernels/cheats/; `socratic check` adds the ptxas
+resource report and, where cuobjdump exists, the instruction mix."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.resources import parse_ptxas, parse_sass, short_name
+from harness.static_checks import check_source
+from tests.conftest import HAS_NVCC, ROOT
+
+CHEATS = ROOT / "kernels" / "cheats"
+# Cheats the static checks refuse, and a phrase of the reason each must carry.
+STATIC_CHEATS = {
+    "cheat_banned_library.cu": "includes cublas_v2.h: cuBLAS is not allowed",
+    "cheat_host_thread.cu": "calls std::thread: starts host threads",
+}
+
+
+def socratic(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, cwd=ROOT,
+        timeout=300,
+    )
+
+
+def test_there_are_twelve_cheats_and_three_honest_kernels_each_naming_its_class() -> None:
+    cheats = sorted(CHEATS.glob("cheat_*.cu"))
+    honest = sorted(CHEATS.glob("honest_*.cu"))
+    assert len(cheats) >= 12 and len(honest) >= 3
+    for path in cheats:
+        head = path.read_text().splitlines()[:12]
+        assert head[0].startswith("// cheat: ")
+        assert any(line.startswith("// Hack class: ") for line in head), path.name
+        assert any(line.startswith("// Caught by: ") for line in head), path.name
+    for path in honest:
+        assert path.read_text().startswith("// honest: ")
+
+
+@pytest.mark.parametrize("name", sorted(STATIC_CHEATS))
+def test_statically_visible_cheat_is_refused_with_its_reason_and_line(name: str) -> None:
+    text = (CHEATS / name).read_text()
+    findings = [f for f in check_source(text) if f.blocking]
+    assert any(STATIC_CHEATS[name] in f.message for f in findings), findings
+    for f in findings:
+        assert f.line >= 1 and str(f).startswith(f"line {f.line}: ")
+
+
+def test_every_other_kernel_passes_the_static_checks() -> None:
+    for path in sorted(CHEATS.glob("*.cu")):
+        if path.name in STATIC_CHEATS:
+            continue
+        blocking = [str(f) for f in check_source(path.read_text()) if f.blocking]
+        assert blocking == [], path.name
+
+
+def test_launches_on_a_default_stream_are_refused() -> None:
+    text = (
+        "void f(cudaStream_t s) {\n"
+        "  k<<<grid, block>>>(x);\n"
+        "  k<<<dim3(1, 2), block, 0>>>(x);\n"
+        "  k<<<grid, block, 0, s>>>(x);\n"
+        "  k<<<grid, block, 0, cudaStreamPerThread>>>(x);\n"
+        "}\n"
+    )
+    lines = sorted({f.line for f in check_source(text) if f.rule == "default-stream"})
+    assert lines == [2, 3, 5]
+
+
+def test_looking_up_driver_functions_by_name_is_refused() -> None:
+    found = check_source('void* p; cudaGetDriverEntryPoint("cuCtxSetLimit", &p, 0);\nsyscall(1);\n')
+    assert [f.line for f in found] == [1, 2]
+    assert "a way around these checks" in found[0].message
+
+
+PTXAS_LOG = """\
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_Z4attnILi64EEv4Args' for 'sm_90a'
+ptxas info    : Function properties for _Z4attnILi64EEv4Args
+    16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 168 registers, used 1 barriers, 33280 bytes smem, 448 bytes cmem[0]
+ptxas info    : Compile time = 12.0 ms
+"""
+
+SASS = """\
+\t\tFunction : _Z4attnILi64EEv4Args
+\t.headerflags\t@"EF_CUDA_SM90 EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+        /*0010*/                   HGMMA.64x64x16.F32.BF16 R24, gdesc[UR4], RZ ;
+        /*0020*/              @!P0 FFMA R2, R3, R4, R5 ;
+        /*0030*/                   HMMA.16816.F32.BF16 R4, R8, R12, R4 ;
+        /*0040*/                   STL [R1], R2 ;
+        /*0050*/                   EXIT ;
+"""
+
+
+def test_ptxas_report_is_parsed_per_kernel() -> None:
+    (k,) = parse_ptxas(PTXAS_LOG)
+    assert (k.registers, k.shared_bytes, k.stack_bytes) == (168, 33280, 16)
+    assert (k.spill_store_bytes, k.spill_load_bytes, k.barriers, k.arch) == (8, 12, 1, "sm_90a")
+    assert k.spills
+
+
+def test_instruction_mix_counts_matrix_and_fma_instructions() -> None:
+    mix = parse_sass(SASS)["_Z4attnILi64EEv4Args"]
+    assert mix["HGMMA"] == 1 and mix["HMMA"] == 1 and mix["FFMA"] == 1 and mix["STL"] == 1
+    assert mix["total"] == 6
+    assert short_name("void (anonymous namespace)::attn<64, 16>(Args)") == "attn<64, 16>"
+
+
+def test_check_command_names_the_cheat_and_exits_nonzero() -> None:
+    out = socratic("check", str(CHEATS / "cheat_host_thread.cu"))
+    assert out.returncode == 1
+    assert "calls std::thread: starts host threads [banned-call]" in out.stdout
+    assert "includes thread: only CUDA toolkit headers" in out.stdout
+
+
+@pytest.mark.skipif(not HAS_NVCC, reason="nvcc not installed")
+def test_check_command_reports_resources_of_an_honest_kernel(tmp_path: Path) -> None:
+    report = tmp_path / "check.json"
+    out = socratic("check", str(CHEATS / "honest_wmma_tiles.cu"), "--json", str(report))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "static checks passed" in out.stdout
+    assert "attention_wmma" in out.stdout and "regs" in out.stdout
+    data = json.loads(report.read_text())
+    kernels = data["resources"]["kernels"]
+    assert len(kernels) == 3 and all("attention_wmma" in k["name"] for k in kernels)
+    assert all(k["registers"] > 0 and k["spill_store_bytes"] == 0 for k in kernels)
