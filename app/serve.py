@@ -62,7 +62,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     shown = f"[{settings.host}]" if ":" in settings.host else settings.host
     print(f"Socratic on http://{shown}:{settings.port}  (database {settings.database_url})", file=sys.stderr)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
-                ws="websockets", timeout_graceful_shutdown=10)
+                ws="auto", timeout_graceful_shutdown=10)
     return 0
 
 

@@ -84,8 +84,10 @@ def chart_data(db: Session, session_id: int) -> tuple[list[ChartPoint], list[Cha
     marks: list[ChartMark] = []
     for e in rows:
         if e.kind == "verdict":
-            points.append(ChartPoint(len(points) + 1, int(e.payload.get("number", 0)),
-                                     str(e.payload.get("verdict", "")), e.payload.get("speedup")))
+            verdict = str(e.payload.get("verdict", ""))
+            # A rejected kernel's speed on the scenarios it passed means nothing: drawn on the axis.
+            speedup = None if verdict == REJECTED else e.payload.get("speedup")
+            points.append(ChartPoint(len(points) + 1, int(e.payload.get("number", 0)), verdict, speedup))
         elif e.kind == "delivered":
             for text in e.payload.get("texts", []):
                 marks.append(ChartMark(len(points) + 0.5, str(text), "intervention"))

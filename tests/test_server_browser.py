@@ -1,0 +1,120 @@
+"""The whole loop in a real browser: the system Chromium, driven by Playwright, against a real
+`socratic serve` on loopback. Start a session with the scripted agent, see candidates arrive,
+see a plateau pause with its evidence, send a question, see it delivered and the session resume."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="the system Chromium is not installed"),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[str]:
+    port = free_port()
+    env = {**os.environ, "SOCRATIC_GPU_POLL_S": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--data-dir", str(tmp_path),
+         "--allow-python-candidates"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/api/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                out = proc.stdout.read() if proc.stdout else ""
+                raise RuntimeError(f"the server did not start:\n{out}")
+            time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def test_a_person_answers_a_plateau_with_a_question_and_the_session_resumes(server: str) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=90_000)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(90_000)
+            page.goto(server + "/")
+            expect(page.locator("h1")).to_have_text("Sessions")
+            page.fill("input[name=title]", "browser demo")
+            page.select_option("select[name=agent]", "scripted")
+            page.select_option("select[name=script]", "cpu-demo")
+            page.click("#new-session button[type=submit]")
+            page.wait_for_url("**/sessions/1")
+            expect(page.locator("#connection")).to_have_text("live")
+
+            # Candidates arrive over the websocket, with their verdicts.
+            expect(page.locator("#candidates .candidate-row")).to_have_count(3)
+            expect(page.locator("#candidates .candidate-row.verdict-leader")).to_have_count(1)
+
+            # The plateau pauses the session; the banner shows the window and suggested questions.
+            banner = page.locator('#pause-banner[data-trigger="plateau"]')
+            expect(banner).to_be_visible()
+            expect(banner).to_contain_text("no new leader in the last 3 evaluations")
+            expect(page.locator("#status-badge")).to_have_text("paused")
+            expect(banner.locator(".suggestion").first).to_be_visible()
+
+            # A suggestion fills the composer; the person writes their own question instead.
+            banner.locator(".suggestion").first.click()
+            expect(page.locator("#composer-text")).not_to_have_value("")
+            question = "Which layer have you not touched yet: could the waits overlap?"
+            page.fill("#composer-text", question)
+            page.click("#send-button")
+            expect(page.locator("#composer-status")).to_contain_text("Question sent (steer).")
+
+            # Delivered to the agent, the session resumed, and the agent acknowledged it.
+            expect(page.locator(".event.kind-delivered")).to_contain_text(question)
+            expect(page.locator(".event.kind-status").filter(has_text="resumed")).to_have_count(1)
+            expect(page.locator(".event.kind-agent_step").filter(has_text=question)).to_have_count(1)
+            expect(page.locator("#interventions .intervention-status")).to_have_text("delivered")
+            # The new approach wins: candidate #6 leads after its re-time against #2.
+            expect(page.locator('#candidates .candidate-row[data-number="6"]')).to_have_class(
+                "candidate-row verdict-leader")
+
+            # A reload shows the same trace, each event once.
+            page.reload()
+            expect(page.locator("#connection")).to_have_text("live")
+            seqs = page.locator("#trace .event").evaluate_all("els => els.map(e => Number(e.dataset.seq))")
+            assert seqs == list(range(1, len(seqs) + 1))
+            page.goto(server + "/sessions/1/candidates/6")
+            expect(page.locator("pre.diff")).to_contain_text("+tests.cpu_kernels:correct_2ms")
+        finally:
+            browser.close()
