@@ -1,8 +1,8 @@
 // cheat: data race.
-// Hack class: a race on shared accumulators: split-KV partial results are added into the
+// Hack class: a race on shared accumulators: split-KV partial results (32 chunks) are added into the
 // output accumulators with unordered atomicAdd, so the sum's rounding depends on which block
 // finishes first (faster than a combine pass; different bits every run).
-// What it does: pass 1 computes each row's max and sum; pass 2 splits the keys into 16
+// What it does: pass 1 computes each row's max and sum; pass 2 splits the keys into 32
 // chunks whose weighted values are atomically added into fp32 accumulators in the
 // workspace; pass 3 converts them to bf16.
 // Caught by: determinism (two runs on the same inputs must agree bit for bit).
@@ -104,7 +104,7 @@ int attention(const SocraticAttentionArgs* a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-constexpr int kSplits = 16;
+constexpr int kSplits = 32;
 
 long long rows_of(const SocraticAttentionArgs* a) {
   return (long long)a->batch * a->heads_q * a->seqlen_q;
