@@ -1,5 +1,7 @@
-"""Agent backends by name. Later backends (Claude, the offline search agent, MCP clients)
-register here with `register_agent`; the session form and the API list what is registered."""
+"""Agent backends by name: scripted (tests, demos), claude (the anthropic SDK), offline (a
+search over the kernel family, no model) and mcp (an outside client through /mcp). The
+session form and the API list what is registered; `default_agent_name` is what a new session
+gets when it names none: claude with an API key, the offline agent without."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from app.agents.base import Agent, AgentConfigError, Task
 from app.agents.scripted import ScriptedAgent
 
 AgentFactory = Callable[[Task, dict[str, Any]], Agent]
+ConfigCheck = Callable[[dict[str, Any]], None]  # raises AgentConfigError
 
 
 @dataclass(frozen=True)
@@ -18,13 +21,37 @@ class AgentInfo:
     name: str
     description: str
     factory: AgentFactory
+    validate: ConfigCheck | None = None  # checks agent_config when a session is created
+    candidate_kind: str | None = None  # the only kind of candidate it can write, if it has one
 
 
 _AGENTS: dict[str, AgentInfo] = {}
 
 
-def register_agent(name: str, factory: AgentFactory, description: str) -> None:
-    _AGENTS[name] = AgentInfo(name, description, factory)
+def register_agent(name: str, factory: AgentFactory, description: str, validate: ConfigCheck | None = None,
+                   candidate_kind: str | None = None) -> None:
+    _AGENTS[name] = AgentInfo(name, description, factory, validate, candidate_kind)
+
+
+def agent_info(name: str) -> AgentInfo:
+    info = _AGENTS.get(name)
+    if info is None:
+        known = ", ".join(sorted(_AGENTS)) or "none"
+        raise AgentConfigError(f"unknown agent {name!r}; registered agents: {known}")
+    return info
+
+
+def validate_agent_config(name: str, config: dict[str, Any]) -> None:
+    """Raise AgentConfigError if `config` cannot work for agent `name`."""
+    info = agent_info(name)
+    if info.validate is not None:
+        info.validate(config)
+
+
+def default_agent_name() -> str:
+    from app.agents.claude import api_key_configured
+
+    return "claude" if api_key_configured() else "offline"
 
 
 def available_agents() -> list[AgentInfo]:
@@ -32,11 +59,15 @@ def available_agents() -> list[AgentInfo]:
 
 
 def make_agent(name: str, task: Task, config: dict[str, Any]) -> Agent:
-    info = _AGENTS.get(name)
-    if info is None:
-        known = ", ".join(sorted(_AGENTS)) or "none"
-        raise AgentConfigError(f"unknown agent {name!r}; registered agents: {known}")
-    return info.factory(task, config)
+    return agent_info(name).factory(task, config)
 
 
-register_agent("scripted", ScriptedAgent, "replays a fixed script of candidates (tests, demos)")
+def _register_builtin() -> None:
+    from app.agents import claude
+
+    register_agent("scripted", ScriptedAgent, "replays a fixed script of candidates (tests, demos)")
+    register_agent("claude", claude.ClaudeAgent, "Claude through the Anthropic API with the workspace tools "
+                   "(needs ANTHROPIC_API_KEY)", validate=claude.validate_config)
+
+
+_register_builtin()
