@@ -12,11 +12,11 @@ from typing import Any
 
 from app.audit.record import AuditRecord
 
-TOKEN_KINDS = ("input_tokens", "cache_read_tokens", "cache_creation_tokens", "output_tokens")
+TOKEN_KINDS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
 TOKEN_LABELS = {
     "input_tokens": "input (uncached prompt)",
     "cache_read_tokens": "cache read (prompt)",
-    "cache_creation_tokens": "cache write (prompt)",
+    "cache_write_tokens": "cache write (prompt)",
     "output_tokens": "output (generation)",
 }
 # Parts a step may split its prompt into (usage.prompt_parts); other keys are shown as given.
