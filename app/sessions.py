@@ -38,6 +38,7 @@ from app.models import (
 from app.runner.states import FINAL_STATES, check_transition
 from app.schemas import BudgetIn, InterventionCreate, SessionCreate, SessionUpdate
 from app.settings import Settings
+from app.steering import bank
 from app.steering import goal as goals
 from app.steering.triggers import (
     Budget,
@@ -391,6 +392,7 @@ def mark_delivered(unit: Unit, session: SteeringSession, items: list[Interventio
     if items:
         unit.record(session, "delivered", {"intervention_ids": [i.id for i in items],
                                            "texts": [i.text for i in items]})
+        bank.credit_delivery(unit.db, session, items, window=thresholds(session).credit_window)
 
 
 def credit_interventions(unit: Unit, session: SteeringSession) -> None:
@@ -404,6 +406,7 @@ def credit_interventions(unit: Unit, session: SteeringSession) -> None:
         item.evaluations_after += 1
         item.credited_gain = leader / (item.leader_at_delivery or 1.0)
         unit.db.add(item)
+    bank.credit_evaluation(unit.db, session)  # the bank's evidence, per question and overall
 
 
 # -- read models ---------------------------------------------------------------------------

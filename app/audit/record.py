@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sqlalchemy.orm import defer
 from sqlmodel import Session, col, select
 
 from app.audit.models import TraceImport
@@ -107,14 +108,19 @@ def baseline_source_of(session: SteeringSession) -> str | None:
     return path.read_text()
 
 
-def load_record(db: Session, session_id: int) -> AuditRecord:
-    """Everything about one session. Raises app.sessions.NotFound."""
+def load_record(db: Session, session_id: int, reports: bool = True) -> AuditRecord:
+    """Everything about one session. Raises app.sessions.NotFound.
+
+    reports=False leaves out the harness reports of the evaluations (a full-suite report is
+    tens of kilobytes; views that do not draw scenarios skip them): reading one then raises."""
     session = get_session(db, session_id)
     candidates = list(db.exec(select(Candidate).where(Candidate.session_id == session_id)
                               .order_by(col(Candidate.number))).all())
     ids = [c.id for c in candidates]
-    evaluations = list(db.exec(select(Evaluation).where(col(Evaluation.candidate_id).in_(ids))
-                               .order_by(col(Evaluation.id))).all()) if ids else []
+    query = select(Evaluation).where(col(Evaluation.candidate_id).in_(ids)).order_by(col(Evaluation.id))
+    if not reports:
+        query = query.options(defer(Evaluation.report, raiseload=True))  # type: ignore[arg-type]
+    evaluations = list(db.exec(query).all()) if ids else []
     triggers = list(db.exec(select(Trigger).where(Trigger.session_id == session_id)
                             .order_by(col(Trigger.id))).all())
     interventions = list(db.exec(select(Intervention).where(Intervention.session_id == session_id)

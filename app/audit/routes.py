@@ -35,9 +35,10 @@ def _ctx(request: Request) -> ServerContext:
     return ctx
 
 
-def _record(request: Request, session_id: int) -> AuditRecord:
+def _record(request: Request, session_id: int, reports: bool = False) -> AuditRecord:
+    """The session's record; with the harness reports only for views that draw scenarios."""
     with _ctx(request).database.session() as db:
-        return load_record(db, session_id)
+        return load_record(db, session_id, reports=reports)
 
 
 def _page(request: Request, name: str, record: AuditRecord, tab: str, status_code: int = 200,
@@ -108,7 +109,7 @@ def audit_diff(request: Request, session_id: int, a: str = "baseline", b: str = 
 
 @router.get("/sessions/{session_id}/audit/candidates/{number}", response_class=HTMLResponse)
 def audit_candidate(request: Request, session_id: int, number: int) -> HTMLResponse:
-    record = _record(request, session_id)
+    record = _record(request, session_id, reports=True)
     c = record.candidate(number)
     if c is None:
         raise NotFound(f"session {session_id} has no candidate #{number}")
@@ -120,7 +121,7 @@ def audit_candidate(request: Request, session_id: int, number: int) -> HTMLRespo
 
 @router.get("/sessions/{session_id}/audit/trace.jsonl")
 def audit_download(request: Request, session_id: int) -> Response:
-    record = _record(request, session_id)
+    record = _record(request, session_id, reports=True)
     body = "".join(trace_io.export_lines(record))
     name = f"socratic-session-{record.trace_id('session', session_id)}.jsonl"
     return Response(body, media_type="application/x-ndjson",
