@@ -24,9 +24,10 @@ def build_parser() -> argparse.ArgumentParser:
 def app_command_registrars() -> list[Callable[[argparse._SubParsersAction], None]]:
     """Server-side command groups (serve, bank, trace, family, ...), each in its own module."""
     from app.audit.cli import add_commands as add_trace_commands
+    from app.bank_cli import add_commands as add_bank_commands
     from app.serve import add_commands as add_server_commands
 
-    return [add_server_commands, add_trace_commands]
+    return [add_server_commands, add_bank_commands, add_trace_commands]
 
 
 def main(argv: list[str] | None = None) -> int:

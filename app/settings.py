@@ -53,6 +53,10 @@ class Settings(BaseSettings):
         default=("cudnn", "flash"), description="torch SDPA backends timed beside each candidate on GPU"
     )
     log_level: str = Field(default="info", description="uvicorn log level")
+    bank_semantic_search: bool = Field(
+        default=True, description="question bank search by meaning too, when the packaged embedding model "
+                                  "is installed (the `semantic` extra); keywords alone otherwise"
+    )
 
     @model_validator(mode="after")
     def _refuse_unsafe(self) -> Settings:

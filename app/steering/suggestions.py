@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sqlmodel import Session
+
 from app.models import BUDGET, DECLARED_LIMIT, MANUAL, PLATEAU, SUSPICIOUS_WIN
 
 
@@ -47,20 +49,22 @@ STARTER_QUESTIONS: dict[str, list[str]] = {
     ],
 }
 
-Provider = Callable[[str, dict[str, Any], int], list[Suggestion]]
+# (trigger kind, its evidence, limit, session id, the caller's database session) -> suggestions
+Provider = Callable[[str, dict[str, Any], int, int | None, Session | None], list[Suggestion]]
 _provider: Provider | None = None
 
 
 def set_provider(provider: Provider | None) -> None:
-    """Let the question bank supply ranked questions (kind, evidence, limit) -> suggestions."""
+    """Let the question bank supply ranked questions for a session's pause."""
     global _provider
     _provider = provider
 
 
-def suggest(trigger_kind: str, evidence: dict[str, Any], limit: int = 4) -> list[Suggestion]:
+def suggest(trigger_kind: str, evidence: dict[str, Any], limit: int = 4, *, session_id: int | None = None,
+            db: Session | None = None) -> list[Suggestion]:
     if _provider is not None:
         try:
-            found = _provider(trigger_kind, evidence, limit)
+            found = _provider(trigger_kind, evidence, limit, session_id, db)
         except Exception:  # a broken bank must not take the pause banner down
             found = []
         if found:

@@ -124,7 +124,8 @@ async def pause(session_id: int, ctx: Ctx, action: ActionIn | None = None) -> di
     with ctx.unit() as u:
         trigger = pause_session(u, session_id, action.author, action.reason)
     ctx.manager.changed(session_id)
-    return _trigger(trigger)
+    with ctx.database.session() as db:
+        return _trigger(trigger, db)
 
 
 @router.post("/sessions/{session_id}/resume", response_model=SessionPublic, tags=["steering"])
@@ -183,7 +184,7 @@ async def interventions(session_id: int, db: Db) -> list[dict[str, Any]]:
 @router.get("/sessions/{session_id}/triggers", response_model=list[TriggerPublic], tags=["steering"])
 async def triggers(session_id: int, db: Db) -> list[dict[str, Any]]:
     get_session(db, session_id)
-    return [_trigger(t) for t in triggers_of(db, session_id)]
+    return [_trigger(t, db) for t in triggers_of(db, session_id)]
 
 
 @router.get("/sessions/{session_id}/events", response_model=list[EventPublic], tags=["trace"])
@@ -207,6 +208,7 @@ async def candidate(session_id: int, number: int, db: Db) -> dict[str, Any]:
             "evaluations": [e.model_dump() for e in evaluations_of(db, c.id or 0)]}
 
 
-def _trigger(t: Any) -> dict[str, Any]:
-    return {**t.model_dump(), "suggestions": [s.__dict__ for s in suggest(t.kind, t.evidence)]}
+def _trigger(t: Any, db: Session | None = None) -> dict[str, Any]:
+    suggestions = suggest(t.kind, t.evidence, session_id=t.session_id, db=db)
+    return {**t.model_dump(), "suggestions": [s.__dict__ for s in suggestions]}
 

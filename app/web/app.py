@@ -20,7 +20,9 @@ from app.runner.manager import RunnerManager
 from app.runner.states import InvalidTransition
 from app.sessions import Conflict, Invalid, NotFound
 from app.settings import Settings
+from app.steering import bank
 from app.web import api, pages, render, ws
+from app.web import bank as bank_web
 from app.web.security import make_middleware
 
 
@@ -32,6 +34,7 @@ def create_app(settings: Settings | None = None, *, devices: DeviceQueue | None 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         database = Database(settings.database_url)
         await asyncio.to_thread(database.upgrade)  # alembic migrations, every start
+        await asyncio.to_thread(bank.on_startup, database, semantic=settings.bank_semantic_search)
         ctx = ServerContext(settings, database, devices=devices or DeviceQueue(settings.gpu_poll_s))
         ctx.hub.bind_loop(asyncio.get_running_loop())
         ctx.runners = RunnerManager(ctx)
@@ -58,6 +61,8 @@ def create_app(settings: Settings | None = None, *, devices: DeviceQueue | None 
     app.include_router(pages.router)
     app.include_router(audit_routes.router)
     app.include_router(audit_routes.api_router)
+    app.include_router(bank_web.api_router)
+    app.include_router(bank_web.pages_router)
     _error_handlers(app)
     return app
 

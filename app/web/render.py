@@ -166,7 +166,8 @@ def panel_context(db: Session, view: SessionView) -> dict[str, Any]:
         "budget": budget_of(s),
         "used": budget_use(s),
         "chart": chart_svg(points, marks, s.goal_target),
-        "suggestions": suggest(trigger.kind, trigger.evidence) if trigger is not None and s.status == PAUSED else [],
+        "suggestions": suggest(trigger.kind, trigger.evidence, session_id=s.id, db=db)
+        if trigger is not None and s.status == PAUSED else [],
         "goal_progress": goal_progress(s),
         "pending": [i for i in view.interventions if i.status != DELIVERED],
     }

@@ -144,3 +144,13 @@ def test_policies_are_validated_and_stored_per_session(bank: Session) -> None:
 def test_naive_and_aware_clocks_agree() -> None:
     naive = pause(paused_at=T0.replace(tzinfo=None))
     assert due_at(AutoAskPolicy("after_idle", 10), naive) == T0 + timedelta(seconds=10)
+
+
+def test_the_bank_stops_after_max_in_a_row_without_a_person(bank: Session) -> None:
+    set_policy(bank, "7", AutoAskPolicy("at_once", max_in_a_row=2))
+    asker = AutoAsker(FakeClock(T0))
+    assert asker.seconds_until_due(bank, pause(bank_asks_in_a_row=1)) == 0
+    assert asker.seconds_until_due(bank, pause(bank_asks_in_a_row=2)) is None
+    with pytest.raises(ValueError, match="max_in_a_row"):
+        AutoAskPolicy("at_once", max_in_a_row=0)
+    assert "at most 2 in a row" in get_policy(bank, "7").describe()
