@@ -18,7 +18,7 @@ from harness.stats import median
 # Device-synchronized tail: the device may stay busy this long after the harness stream has
 # finished a call before it counts as hidden work (synchronization itself costs microseconds).
 TAIL_MIN_MS = 0.1
-TAIL_FRACTION = 0.5
+TAIL_FRACTION = 0.25
 TAIL_CALLS = 3
 # Profiler: the candidate's kernels may take this factor (plus slack) longer than the events
 # on the harness stream measured before it counts as hidden work.

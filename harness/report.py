@@ -158,7 +158,7 @@ class EvaluationReport:
         return d
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1, allow_nan=False)
+        return json.dumps(_finite(self.to_dict()), indent=1, allow_nan=False)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EvaluationReport:
@@ -175,6 +175,17 @@ class EvaluationReport:
             flags=list(d.get("flags", [])),
             schema=d.get("schema", REPORT_SCHEMA),
         )
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no inf or NaN: such values (a max error over NaN outputs) become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _plain_reason(reason: str) -> str:

@@ -127,7 +127,7 @@ class ScenarioEvaluator:
         self.baseline = baseline
         self.settings = settings
         self.rates = rates
-        self._profiled = False  # the profiler cross-check runs at least once per process
+        self._l2_floor = 0  # persisting-L2 limit a reset leaves (see reset_persisting_l2)
 
     # -- calling kernels -------------------------------------------------------------------
 
@@ -222,14 +222,12 @@ class ScenarioEvaluator:
             inputs = self.problem.make_inputs(s, seed, dev)
             originals = [x.clone() for x in inputs]
             bufs = self._prepare(self.candidate, s, inputs)
-            self._call(self.candidate, bufs, "the kernel")
-            self.device.synchronize()
+            self._run_candidate(bufs)
             self._check_inputs(inputs, originals)
             if settings.check_determinism:
                 first = bufs.o.clone()
                 self._repoison(bufs)
-                self._call(self.candidate, bufs, "the kernel")
-                self.device.synchronize()
+                self._run_candidate(bufs)
                 self._check_inputs(inputs, originals)
                 if not bitwise_equal(first, bufs.o):
                     n = count_bit_differences(first, bufs.o)
@@ -370,7 +368,6 @@ class ScenarioEvaluator:
                     self._probe(i, version, cand_bufs[i])
         self._sanity(r)
         if integrity and self._wants_profile(r):
-            self._profiled = True
             self._check_profile(r, prepared_call)
 
     # -- integrity of the timed phase (docs/verifier.md) -----------------------------------
@@ -386,8 +383,33 @@ class ScenarioEvaluator:
             for i, (inputs, bufs) in enumerate(trial_sets)
         ]
 
+    def reset_persisting_l2(self) -> int:
+        """Before any candidate call: the limit the device started with (the driver may set
+        one) is reset; what a reset leaves is the floor a kernel must not raise."""
+        at_start = self.candidate.reset_persisting_l2()
+        self._l2_floor = max(0, self.candidate.reset_persisting_l2())
+        return at_start
+
     def _check_persisting_l2(self, when: str) -> None:
-        why = persisting_l2_reason(self.candidate.reset_persisting_l2(), when)
+        found = self.candidate.reset_persisting_l2()
+        why = persisting_l2_reason(found if found > self._l2_floor else 0, when)
+        if why:
+            raise KernelFailure(FAIL, why)
+
+    def _run_candidate(self, bufs: Any) -> None:
+        """A correctness call, synchronized. With the integrity checks on, the device must be
+        idle once the harness stream has finished the call: work the kernel put on another
+        stream is caught here, before it can race with the harness's own writes."""
+        call = lambda: self._call(self.candidate, bufs, "the kernel")  # noqa: E731
+        if not self.settings.integrity:
+            call()
+            self.device.synchronize()
+            return
+        first = self.device.stream_tail(call)
+        if tail_reason([first]) is None:
+            return
+        # One slow synchronization can be the host's hiccup: decide on three calls.
+        why = tail_reason([first, *(self.device.stream_tail(call) for _ in range(2))])
         if why:
             raise KernelFailure(FAIL, why)
 
@@ -413,7 +435,7 @@ class ScenarioEvaluator:
         mode = self.settings.profile
         if mode == "never" or self.settings.device != "cuda":
             return False
-        if mode == "always" or not self._profiled or r.flags:
+        if mode == "always" or r.flags:
             return True
         if r.speedup_vs_baseline is not None and r.speedup_vs_baseline > SUSPICIOUS_VS_BASELINE:
             return True
@@ -479,8 +501,9 @@ def run_worker(job_dict: dict[str, Any], start: int, conn: Any) -> None:
     info = device.describe()
     if rates is not None:
         info["matrix_tflops"], info["copy_gbps"] = rates.matrix_tflops, rates.copy_gbps
-    conn.send(("ready", info))
     evaluator = ScenarioEvaluator(problem, device, candidate, baseline, job.settings, rates)
+    info["persisting_l2_bytes_at_start"] = evaluator.reset_persisting_l2()
+    conn.send(("ready", info))
     for idx in range(start, len(job.scenarios)):
         s = job.scenarios[idx]
         conn.send(("start", idx))

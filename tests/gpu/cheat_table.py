@@ -47,7 +47,8 @@ def overhead(budget_s: float, out: Path | None) -> None:
     started = time.monotonic()
     rows = []
     for kernel in OVERHEAD_KERNELS:
-        seconds = {}
+        seconds: dict[bool, tuple[float, float, str]] = {}
+        per: dict[bool, dict[str, float]] = {}
         for integrity in (True, False):
             if time.monotonic() - started > budget_s:
                 break
@@ -57,8 +58,14 @@ def overhead(budget_s: float, out: Path | None) -> None:
             wall = time.monotonic() - t0
             scen = sum(r.seconds for r in rep.scenarios)
             seconds[integrity] = (wall, scen, rep.verdict().status)
+            per[integrity] = {r.scenario: r.seconds for r in rep.scenarios}
+            if rep.verdict().status != "accepted":
+                print(f"{kernel} integrity={integrity}: {rep.verdict()}"[:400])
         if len(seconds) == 2:
             (w1, s1, v1), (w0, s0, v0) = seconds[True], seconds[False]
+            slowest = sorted(per[True], key=lambda n: per[False].get(n, 0) - per[True][n])[:3]
+            print(f"{kernel}: largest extra seconds " + ", ".join(
+                f"{n} {per[True][n]:.2f}/{per[False].get(n, 0):.2f}" for n in slowest))
             rows.append({"kernel": kernel, "scenarios": len(chosen), "with_s": round(w1, 1),
                          "without_s": round(w0, 1), "ratio_wall": round(w1 / w0, 3),
                          "ratio_scenarios": round(s1 / s0, 3), "verdict_with": v1,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,8 @@ HONEST_SCENARIOS = [
     HIDDEN_SMALL, "chunk-llama3-70b-tp8-q1024-k8192",
 ]
 HONEST = ["honest_warp_per_row.cu", "honest_split_kv.cu", "honest_wmma_tiles.cu"]
+PROFILED_KERNEL = "honest_wmma_tiles.cu"
+PROFILED = replace(SETTINGS, profile="always")
 
 
 def _scenarios(names: list[str]) -> list:  # type: ignore[type-arg]
@@ -75,7 +78,9 @@ def reports() -> Iterator[dict[str, EvaluationReport]]:
     keep = os.environ.get("SOCRATIC_GPU_REPORTS")
 
     def run(name: str, scenario_names: list[str]) -> EvaluationReport:
-        rep = evaluate_source(CHEATS_DIR / name, _scenarios(scenario_names), settings=SETTINGS)
+        # One honest kernel also goes through the profiler cross-check on every scenario.
+        settings = PROFILED if name == PROFILED_KERNEL else SETTINGS
+        rep = evaluate_source(CHEATS_DIR / name, _scenarios(scenario_names), settings=settings)
         if keep:  # as soon as it exists: a run cut short still leaves what it finished
             Path(keep).mkdir(parents=True, exist_ok=True)
             (Path(keep) / f"{Path(name).stem}.json").write_text(rep.to_json())
@@ -118,3 +123,5 @@ def test_honest_kernel_is_accepted(reports: dict[str, EvaluationReport], name: s
            if r.status != PASS or blocking_flags(r)]
     assert bad == []
     assert rep.verdict().status == ACCEPTED, str(rep.verdict())
+    if name == PROFILED_KERNEL:  # the profiler ran and saw nothing hidden
+        assert not [f for r in rep.scenarios for f in r.flags if "profiler" in f]
