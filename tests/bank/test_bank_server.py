@@ -179,3 +179,58 @@ def test_bank_export_and_import_commands(tmp_path: Path, capsys: pytest.CaptureF
     assert f"{bad}:line 4:" in err and "nothing was imported" in err
     assert socratic(["bank", "export", "--db", str(db_b)]) == 0
     assert "key: what-bounds-it-now" in capsys.readouterr().out
+
+
+def test_the_bank_page_forms_add_merge_retire_and_import(client: TestClient) -> None:
+    bad = client.post("/bank/questions", data={"text": "no question mark", "kind": "question",
+                                              "triggers": ["plateau"]})
+    assert bad.status_code == 422
+    assert 'data-field="text"' in bad.text and 'data-field="layers"' in bad.text
+    assert "no question mark" in bad.text  # the person's input is kept in the form
+    ok = client.post("/bank/questions", data={"text": "Which barrier guards nothing?", "kind": "question",
+                                             "triggers": ["plateau"], "layers": ["pipeline"]},
+                     follow_redirects=False)
+    assert ok.status_code == 303 and "which-barrier-guards-nothing" in ok.headers["location"]
+    dup = client.post("/bank/questions", data={"text": "Which barrier guards no data?", "kind": "question",
+                                              "triggers": ["budget"], "layers": ["memory"]})
+    assert dup.status_code in (200, 303)
+    ids = {q["key"]: q["id"] for q in client.get("/api/bank/questions", params={"q": "barrier guards"}).json()}
+    keep, other = ids["which-barrier-guards-nothing"], ids["which-barrier-guards-no-data"]
+    merged = client.post("/bank/merge", data={"keep_id": str(keep), "duplicate_ids": [str(other)]})
+    assert merged.status_code == 200 and "Merged 1 question(s) into" in merged.text
+    assert client.get(f"/api/bank/questions/{other}").json()["merged_into_id"] == keep
+    retired = client.post(f"/bank/questions/{keep}/status", data={"status": "retired"})
+    assert "Retired" in retired.text
+    page = client.get(f"/bank/questions/{keep}").text
+    assert "merged from" in page and "which-barrier-guards-no-data" in page
+
+    broken = client.post("/bank/import", files={"file": ("mine.yaml", b"questions:\n  - text: Why?\n")})
+    assert broken.status_code == 422 and "Nothing was imported." in broken.text
+    assert "mine.yaml:line 2: question 1 has no" in broken.text
+    good = client.post("/bank/import", data={"text": "questions:\n  - text: Why now?\n    triggers: [any]\n"
+                                                     "    layers: [algorithm]\n"})
+    assert good.status_code == 200 and "Imported the pasted text: 1 created" in good.text
+    exported = client.get("/bank/export.yaml")
+    assert exported.headers["content-disposition"].startswith("attachment") and "key: why-now" in exported.text
+
+
+def test_promoting_through_the_api_links_the_message_s_evidence(client: TestClient) -> None:
+    s = cpu_session(client, [{"say": LIMIT, "list": True}, {"say": "more", "list": True}])
+    sid = s["id"]
+    wait_status(client, sid, PAUSED)
+    sent = client.post(f"/api/sessions/{sid}/interventions", json={"text": "Is the wait on the GPU or the host?"})
+    mid = sent.json()["id"]
+    wait_status(client, sid, PAUSED)
+    missing_layers = client.post("/api/bank/promote", json={"session_id": sid, "intervention_id": mid,
+                                                            "triggers": ["declared_limit"], "layers": []})
+    assert missing_layers.status_code == 422 and missing_layers.json()["detail"][0]["loc"] == ["body", "layers"]
+    r = client.post("/api/bank/promote", json={"session_id": sid, "intervention_id": mid,
+                                               "triggers": ["plateau", "declared_limit"], "layers": ["measurement"]})
+    assert r.status_code == 201, r.text
+    body = r.json()
+    assert body["created"] and body["uses_linked"] == 1
+    # The pause it answered comes first: it was written for a declared limit.
+    assert body["question"]["triggers"] == ["declared_limit", "plateau"]
+    assert body["question"]["provenance"] == f"promoted by person from session {sid}, message {mid}"
+    assert client.post("/api/bank/promote", json={"session_id": sid, "intervention_id": 999, "triggers": ["any"],
+                                                  "layers": ["memory"]}).status_code == 404
