@@ -5,6 +5,7 @@ FastAPI runs them in its thread pool, so a long trace never blocks the event loo
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
@@ -144,14 +145,21 @@ async def import_upload(request: Request) -> Response:
         return _import_error(request, f"the file is larger than {MAX_TRACE_BYTES // (1024 * 1024)} MiB", 413)
     try:
         text = data.decode("utf-8")
-        with _ctx(request).database.session() as db:
-            session = trace_io.import_trace(db, text, upload.filename or "")
-            db.commit()
     except UnicodeDecodeError:
         return _import_error(request, "the file is not UTF-8 text")
+    database = _ctx(request).database
+
+    def store() -> int:
+        with database.session() as db:
+            session = trace_io.import_trace(db, text, upload.filename or "")
+            db.commit()
+            return session.id or 0
+
+    try:
+        session_id = await asyncio.to_thread(store)  # a large trace must not hold up the event loop
     except trace_io.TraceFormatError as exc:
         return _import_error(request, str(exc))
-    return RedirectResponse(f"/sessions/{session.id}/audit", status_code=303)
+    return RedirectResponse(f"/sessions/{session_id}/audit", status_code=303)
 
 
 def _import_error(request: Request, message: str, status: int = 422) -> HTMLResponse:
