@@ -66,6 +66,7 @@ class InterventionCredit:
     gain: float | None  # leader after / leader before over the window seen (None: nothing yet)
     candidates: list[int] = field(default_factory=list)  # evaluated in its window
     new_leaders: list[int] = field(default_factory=list)
+    reply: str = ""  # what the agent said in its first step after the delivery
 
     @property
     def gain_percent(self) -> float | None:
@@ -130,10 +131,15 @@ def attribute(record: AuditRecord) -> Attribution:
     counters = {QUESTION: 0, INFORMATION: 0}
     finished = 0
     leader = 1.0
+    awaiting_reply: list[InterventionCredit] = []
     with _scratch() as scratch:
         for e in record.events:
             p = e.payload
-            if e.kind == "verdict":
+            if e.kind == "agent_step" and awaiting_reply:
+                for credit in awaiting_reply:
+                    credit.reply = str(p.get("text", ""))
+                awaiting_reply = []
+            elif e.kind == "verdict":
                 step = steps[finished]
                 finished += 1
                 leader = step.leader_after
@@ -172,6 +178,7 @@ def attribute(record: AuditRecord) -> Attribution:
                         eval_index=finished, leader=leader, intervention_ref=trace_id,
                         trigger=credit.trigger_kind, window=window)
                     uses[use.id or 0] = trace_id
+                    awaiting_reply.append(credit)
         for use in evidence.uses_of_session(scratch, SCRATCH_REF):
             credit = sent[uses[use.id or 0]]
             credit.evaluations_seen = use.evaluations_seen

@@ -30,7 +30,8 @@ def audit_summary(record: AuditRecord) -> dict[str, Any]:
                            "trigger": i.trigger_kind, "delivered": i.delivered_seq is not None,
                            "after_evaluations": i.after_evaluations, "leader_before": i.leader_before,
                            "leader_after": i.leader_after, "evaluations_seen": i.evaluations_seen,
-                           "window": i.window, "gain": i.gain, "new_leaders": i.new_leaders}
+                           "window": i.window, "gain": i.gain, "new_leaders": i.new_leaders,
+                           "reply": i.reply}
                           for i in attribution.interventions],
         "gain_by_kind": {k: v.to_dict() for k, v in attribution.by_kind.items()},
         "churn": {"share": churn.share, "added": churn.added, "readded": churn.readded,

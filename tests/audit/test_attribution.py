@@ -104,3 +104,4 @@ def test_attribution_of_a_recorded_session_agrees_with_the_servers_own_credit(re
         assert m.new_leaders == [4] and m.gain is not None and m.gain > 1.5
         assert m.gain == pytest.approx(stored[text].credited_gain)
     assert by_text[QUESTION].kind == "question" and by_text[INFORMATION].kind == "information"
+    assert QUESTION in by_text[QUESTION].reply  # the scripted agent acknowledges what it heard
