@@ -63,11 +63,14 @@ def make_agent(name: str, task: Task, config: dict[str, Any]) -> Agent:
 
 
 def _register_builtin() -> None:
-    from app.agents import claude
+    from app.agents import claude, offline
 
     register_agent("scripted", ScriptedAgent, "replays a fixed script of candidates (tests, demos)")
     register_agent("claude", claude.ClaudeAgent, "Claude through the Anthropic API with the workspace tools "
                    "(needs ANTHROPIC_API_KEY)", validate=claude.validate_config)
+    register_agent("offline", offline.OfflineAgent, "greedy search over the kernel family's knobs, one layer at "
+                   "a time; a question moves it to another layer (no model, no key)",
+                   validate=offline.validate_config, candidate_kind="cuda")
 
 
 _register_builtin()
