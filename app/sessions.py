@@ -80,7 +80,7 @@ class NewSession:
 def validate_new_session(spec: SessionCreate, settings: Settings) -> NewSession:
     """Check everything that could make the session fail later. Raises Invalid before
     anything is written."""
-    from app.agents.registry import available_agents
+    from app.agents.registry import agent_info, available_agents, validate_agent_config
     from app.agents.scripted import resolve_script
     from app.agents.scripts import BUILTIN_SCRIPTS
     from app.runner.evaluation import PYTHON_TARGET, resolve_path
@@ -96,7 +96,15 @@ def validate_new_session(spec: SessionCreate, settings: Settings) -> NewSession:
             raise Invalid(str(exc), "agent_config") from exc
         script = BUILTIN_SCRIPTS.get(spec.agent_config.get("script", "cpu-demo")) \
             if "steps" not in spec.agent_config else None
-    kind = spec.candidate_kind or (script.candidate_kind if script else CUDA)
+    else:
+        try:
+            validate_agent_config(spec.agent, spec.agent_config)
+        except AgentConfigError as exc:
+            raise Invalid(str(exc), "agent_config") from exc
+    needs = agent_info(spec.agent).candidate_kind
+    kind = spec.candidate_kind or (script.candidate_kind if script else needs or CUDA)
+    if needs and kind != needs:
+        raise Invalid(f"the {spec.agent} agent writes {needs} candidates, not {kind}", "candidate_kind")
     baseline = spec.baseline or (script.baseline if script and script.candidate_kind == kind else "")
     if kind == PYTHON_CPU:
         if not settings.allow_python_candidates:

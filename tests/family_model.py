@@ -13,12 +13,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from app.runner.evaluation import Implementation, resolve_path
 from harness.executor import ProgressFn
 from harness.report import PASS, CompileInfo, EvaluationReport, ScenarioResult
 from harness.scenario import Scenario
 from harness.settings import EvalSettings
-
-from app.runner.evaluation import Implementation, resolve_path
 
 BEST_TILES = {64: "128x64x4", 128: "128x64x8", 256: "64x64x4"}
 
