@@ -19,8 +19,9 @@ class EvalSettings:
     # contents before every timed call and re-validated, a workspace probe, the persisting-L2
     # reset and the hidden-work checks. Off only to measure what they cost.
     integrity: bool = True
-    # Profiler cross-check of kernel durations: "auto" (suspicious scenarios: flagged, >10x the
-    # baseline or >2x a peer), "always", "never". CUPTI's start costs seconds per process.
+    # Profiler cross-check of kernel durations: "auto" (every flagged scenario, and once per
+    # process a win over 30x the baseline or 2x the fastest peer), "always", "never".
+    # CUPTI's start costs about a second per process.
     profile: str = "auto"
     peers: tuple[str, ...] = ("cudnn", "flash")
     timing: TimingSettings = field(default_factory=TimingSettings)

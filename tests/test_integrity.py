@@ -153,3 +153,18 @@ def test_persisting_l2_left_set_aside_is_a_failure() -> None:
     assert persisting_l2_reason(-1, "before timing") is None
     why = persisting_l2_reason(4 << 20, "after timing")
     assert why is not None and "4194304 bytes" in why and "survive the harness's cache flush" in why
+
+
+def test_profiler_runs_for_every_flag_and_for_one_large_win_per_process() -> None:
+    from harness.device import CpuDevice
+    from harness.worker import ScenarioEvaluator
+
+    ev = ScenarioEvaluator(
+        AttentionForward(), CpuDevice(), None, None, EvalSettings(device="cuda"), None,  # type: ignore[arg-type]
+    )
+    flagged = ScenarioResult("f", "x", False, PASS, flags=["impossible: 9x"])
+    assert ev._wants_profile(flagged) and ev._wants_profile(flagged)
+    modest = ScenarioResult("m", "x", False, PASS, speedup_vs_peers={"cudnn": 0.8, "flash": 3.0})
+    assert not ev._wants_profile(modest)
+    win = ScenarioResult("w", "x", False, PASS, speedup_vs_peers={"cudnn": 2.5, "flash": 4.0})
+    assert ev._wants_profile(win) and not ev._wants_profile(win)

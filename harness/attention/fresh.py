@@ -35,26 +35,25 @@ class AttentionVersions(InputVersions):
         self.batch, self.heads_q, self.heads_kv = s.batch, s.heads_q, s.heads_kv
         self.group = s.group
         self.rng = random.Random(seed)
-        perms: list[list[int]] = [list(range(s.heads_q))]
-        factors: list[list[float]] = [[1.0] * (s.batch * s.heads_kv)]
-        for _ in range(max(1, count)):
-            perms.append(self._group_permutation())
-            factors.append([self.rng.choice([f for f in FACTORS if f != prev]) for prev in factors[-1]])
+        n, blocks = max(1, count), s.batch * s.heads_kv
+        gen = torch.Generator().manual_seed(seed)
+        # Version 0 is the validated contents (identity, factor 1); each later version moves
+        # every block to another factor: a random step of 1..13 places in the 14 factors.
+        steps = torch.randint(1, len(FACTORS), (n, blocks), generator=gen)
+        first = torch.randint(0, len(FACTORS), (1, blocks), generator=gen)
+        first = torch.where(torch.tensor(FACTORS)[first] == 1.0, (first + 1) % len(FACTORS), first)
+        index = torch.cat([first, steps[1:]]).cumsum(0) % len(FACTORS)
+        table = torch.tensor(FACTORS, dtype=torch.float32)
+        factors = torch.cat([torch.ones(1, blocks), table[index]])
+        # Query heads shuffled within their kv group (identity for version 0).
+        order = torch.rand(n, s.heads_kv, s.group, generator=gen).argsort(dim=-1)
+        base = (torch.arange(s.heads_kv) * s.group).view(1, s.heads_kv, 1)
+        perms = torch.cat([torch.arange(s.heads_q).view(1, -1), (order + base).view(n, -1)])
         dev = q.device
-        self.perms = torch.tensor(perms, dtype=torch.long, device=dev)
-        self.factors = torch.tensor(factors, dtype=q.dtype, device=dev).view(
-            len(factors), s.batch, s.heads_kv
-        )
+        self.perms = perms.to(dev)
+        self.factors = factors.to(dtype=q.dtype, device=dev).view(n + 1, s.batch, s.heads_kv)
         self.history = [0]
         self._probe: tuple[torch.Tensor, torch.Tensor] | None = None
-
-    def _group_permutation(self) -> list[int]:
-        out: list[int] = []
-        for h in range(self.heads_kv):
-            members = list(range(h * self.group, (h + 1) * self.group))
-            self.rng.shuffle(members)
-            out.extend(members)
-        return out
 
     def advance(self) -> None:
         k = self.history[-1] + 1
