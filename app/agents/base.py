@@ -198,6 +198,9 @@ class Agent(ABC):
     server continues the same conversation."""
 
     name: str = "agent"
+    # True for an agent whose step() only waits for an outside client (MCP): the runner may
+    # cancel that wait at a pause and call step() again once the session resumes.
+    waits_for_outside: bool = False
 
     def __init__(self, task: Task, config: dict[str, Any]) -> None:
         self.task = task

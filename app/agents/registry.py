@@ -5,6 +5,7 @@ gets when it names none: claude with an API key, the offline agent without."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -49,9 +50,7 @@ def validate_agent_config(name: str, config: dict[str, Any]) -> None:
 
 
 def default_agent_name() -> str:
-    from app.agents.claude import api_key_configured
-
-    return "claude" if api_key_configured() else "offline"
+    return "claude" if os.environ.get("ANTHROPIC_API_KEY", "").strip() else "offline"
 
 
 def available_agents() -> list[AgentInfo]:
@@ -62,15 +61,36 @@ def make_agent(name: str, task: Task, config: dict[str, Any]) -> Agent:
     return agent_info(name).factory(task, config)
 
 
+# Claude is imported when used: the anthropic SDK is not needed to run the other agents.
+def _claude(task: Task, config: dict[str, Any]) -> Agent:
+    from app.agents.claude import ClaudeAgent
+
+    return ClaudeAgent(task, config)
+
+
+def _claude_config(config: dict[str, Any]) -> None:
+    from app.agents.claude import validate_config
+
+    validate_config(config)
+
+
+def _mcp_config(config: dict[str, Any]) -> None:
+    if config:
+        raise AgentConfigError("the mcp agent takes no options: the outside client chooses its own model")
+
+
 def _register_builtin() -> None:
-    from app.agents import claude, offline
+    from app.agents import offline
+    from app.agents.mcp_agent import McpAgent
 
     register_agent("scripted", ScriptedAgent, "replays a fixed script of candidates (tests, demos)")
-    register_agent("claude", claude.ClaudeAgent, "Claude through the Anthropic API with the workspace tools "
-                   "(needs ANTHROPIC_API_KEY)", validate=claude.validate_config)
+    register_agent("claude", _claude, "Claude through the Anthropic API with the workspace tools "
+                   "(needs ANTHROPIC_API_KEY)", validate=_claude_config)
     register_agent("offline", offline.OfflineAgent, "greedy search over the kernel family's knobs, one layer at "
                    "a time; a question moves it to another layer (no model, no key)",
                    validate=offline.validate_config, candidate_kind="cuda")
+    register_agent("mcp", McpAgent, "an outside agent (Claude Code or any MCP client) calling the workspace "
+                   "tools at /mcp with the session's token", validate=_mcp_config)
 
 
 _register_builtin()

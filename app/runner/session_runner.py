@@ -184,7 +184,9 @@ class SessionRunner:
 
     async def _agent_step(self, agent: Agent, feedback: Feedback) -> AgentStep:
         """The agent's next step. A model call or an outside (MCP) client can take long: a stop
-        request ends the wait instead of waiting for it."""
+        request ends the wait instead of waiting for it. An agent that only waits for an outside
+        client is interrupted by a pause too: the runner waits out the pause at this boundary,
+        delivers what was sent meanwhile, and asks again."""
         thinking = asyncio.ensure_future(agent.step(feedback))
         while True:
             self.wake.clear()
@@ -196,6 +198,14 @@ class SessionRunner:
             if self.stop_requested:
                 thinking.cancel()
                 raise Stopped
+            if agent.waits_for_outside and self._paused():
+                thinking.cancel()
+                await self.boundary()
+                thinking = asyncio.ensure_future(agent.step(self._deliver(agent, [], turn_ended=False)))
+
+    def _paused(self) -> bool:
+        with self.ctx.database.session() as db:
+            return get_session(db, self.session_id).status == PAUSED
 
     # -- boundaries: pause, stop, budget, time accounting ------------------------------------
 

@@ -23,12 +23,14 @@ from app.settings import Settings
 from app.steering import bank
 from app.web import api, pages, render, ws
 from app.web import bank as bank_web
+from app.web import mcp as mcp_web
 from app.web.security import make_middleware
 
 
 def create_app(settings: Settings | None = None, *, devices: DeviceQueue | None = None) -> FastAPI:
     """The server. `devices` lets tests substitute the GPU probe; nothing else is faked."""
     settings = settings or Settings()
+    mcp = mcp_web.McpEndpoint(settings)  # /mcp: outside agents (app/web/mcp.py)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -41,7 +43,8 @@ def create_app(settings: Settings | None = None, *, devices: DeviceQueue | None 
         ctx.runners.recover()  # running -> interrupted; paused stay paused
         app.state.ctx = ctx
         try:
-            yield
+            async with mcp.running(ctx):
+                yield
         finally:
             await ctx.runners.shutdown()
             database.dispose()
@@ -63,6 +66,9 @@ def create_app(settings: Settings | None = None, *, devices: DeviceQueue | None 
     app.include_router(audit_routes.api_router)
     app.include_router(bank_web.api_router)
     app.include_router(bank_web.pages_router)
+    app.state.mcp = mcp
+    app.router.routes.append(mcp.route())
+    app.include_router(mcp_web.router)
     _error_handlers(app)
     return app
 

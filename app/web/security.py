@@ -16,7 +16,8 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from app.settings import Settings
 
 COOKIE = "socratic_token"
-OPEN_PATHS = ("/login", "/static/", "/api/health")
+# /mcp checks its own per-session tokens (app/web/mcp.py).
+OPEN_PATHS = ("/login", "/static/", "/api/health", "/mcp")
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 

@@ -1,0 +1,268 @@
+"""Two campaigns of the offline search agent on one GPU and the same evaluation budget: in one
+the question bank answers every pause (auto-ask at once), in the other every pause is resumed
+without a message. Headless: the sessions are created and run by the server's own domain code
+and runner (no web server, no browser); both share the GPU through the device queue.
+
+Prints both leaders' geomean speedups over the baseline and against cuDNN, writes
+summary.json, and leaves both sessions' traces in one SQLite file (campaigns.db).
+
+    PYTHONPATH=. python3 scripts/offline_campaigns.py --out DIR [--evaluations 16] [--deadline-s 240]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from sqlmodel import col, select
+
+from app.context import ServerContext
+from app.db import Database
+from app.events import LiveNote
+from app.models import DONE, FAILED, INTERRUPTED, PAUSED, STOPPED, Candidate, Evaluation
+from app.runner.devices import DeviceQueue
+from app.runner.manager import RunnerManager
+from app.schemas import ScenarioIn, SessionCreate, ThresholdsIn
+from app.sessions import (
+    Conflict,
+    candidates_of,
+    create_session,
+    get_session,
+    interventions_of,
+    resume,
+    start,
+    stop,
+    triggers_of,
+)
+from app.settings import Settings
+from app.steering import bank
+from harness.report import EvaluationReport
+
+FINAL = (DONE, STOPPED, FAILED)
+# Ten visible scenarios of the default suite, one or two of each kind, small enough that the
+# naive baseline is timed in a fraction of a second.
+SCENARIOS = (
+    "prefill-d64-s2048-b8-h32-full",
+    "prefill-d128-s4096-b4-h16-full",
+    "prefill-d256-s2048-b8-h8-full",
+    "gqa-llama3-70b-tp8-s8192-b1-causal",
+    "gqa-gemma2-9b-tp4-s4096-b2-causal",
+    "chunk-llama3-70b-tp8-q2048-k32768",
+    "decode-llama3-8b-tp1-q4-b128-k1024",
+    "decode-llama3-70b-tp8-q1-b64-k8192",
+    "ragged-d128-q3001-k3001-full",
+    "ragged-d256-q2049-k4097-causal",
+)
+MODES = ("bank", "silent")
+
+
+def scenario_specs(names: tuple[str, ...]) -> list[ScenarioIn]:
+    from harness.attention.suite import default_suite
+
+    suite = {s.name: s for s in default_suite()}
+    out = []
+    for name in names:
+        s = suite[name]
+        out.append(ScenarioIn(name=s.name, category=s.category, batch=s.batch, seqlen_q=s.seqlen_q,
+                              seqlen_k=s.seqlen_k, heads_q=s.heads_q, heads_kv=s.heads_kv,
+                              head_dim=s.head_dim, causal=s.causal, hidden=s.hidden))
+    return out
+
+
+class Prefetcher:
+    """Compiles each candidate as soon as the agent proposes it, in parallel and outside the
+    device queue, so that the evaluation finds it in the harness's compile cache."""
+
+    def __init__(self, ctx: ServerContext, folder: Path, workers: int) -> None:
+        from harness.evaluate import detect_arch
+
+        self.ctx, self.folder = ctx, folder
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="prefetch")
+        self.arch = detect_arch()
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def compile_text(self, source: str) -> None:
+        from harness.compile import CompileError, compile_kernel
+
+        path = self.folder / f"{hashlib.sha256(source.encode()).hexdigest()[:16]}.cu"
+        path.write_text(source)
+        with contextlib.suppress(CompileError):  # the evaluation reports it
+            compile_kernel(path, arch=self.arch)
+
+    async def watch(self, session_id: int) -> None:
+        queue = self.ctx.hub.subscribe(session_id)
+        loop = asyncio.get_running_loop()
+        while True:
+            item = await queue.get()
+            if isinstance(item, LiveNote) or item.kind != "candidate":
+                continue
+            with self.ctx.database.session() as db:
+                cand = db.get(Candidate, item.payload["candidate_id"])
+                source = cand.source if cand is not None else ""
+            if source:
+                loop.run_in_executor(self.pool, self.compile_text, source)
+
+
+def leader_numbers(ctx: ServerContext, session_id: int) -> dict[str, Any]:
+    with ctx.database.session() as db:
+        session = get_session(db, session_id)
+        cands = list(candidates_of(db, session_id))
+        leader = next((c for c in cands if c.id == session.leader_id), None)
+        report = None
+        if leader is not None:
+            row = db.exec(select(Evaluation).where(Evaluation.candidate_id == leader.id, Evaluation.purpose == "suite")
+                          .order_by(col(Evaluation.id).desc())).first()
+            report = EvaluationReport.from_dict(row.report) if row is not None else None
+        summary = report.summary("all") if report is not None else None
+        return {
+            "session_id": session_id, "title": session.title, "status": session.status,
+            "evaluations": session.evaluations,
+            "leader": {"number": leader.number, "title": leader.title, "speedup_vs_baseline": leader.speedup,
+                       "vs_cudnn": summary.vs_peers.get("cudnn") if summary else None,
+                       "passed": summary.passed if summary else 0,
+                       "scenarios": summary.scenarios if summary else 0} if leader else None,
+            "candidates": [{"number": c.number, "title": c.title, "verdict": c.verdict, "speedup": c.speedup,
+                            "reason": c.verdict_reason[:160]} for c in cands],
+            "triggers": [{"kind": t.kind, "summary": t.summary, "resolution": t.resolution}
+                         for t in triggers_of(db, session_id)],
+            "interventions": [{"author": i.author, "kind": i.kind, "text": i.text, "status": i.status,
+                               "credited_gain": i.credited_gain} for i in interventions_of(db, session_id)],
+        }
+
+
+async def campaign(args: argparse.Namespace) -> dict[str, Any]:
+    from question_bank.auto_ask import AutoAskPolicy, set_policy
+
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    db_path = out / "campaigns.db"
+    settings = Settings(data_dir=out / "data", db_url=f"sqlite:///{db_path}", timing_budget_ms=args.timing_budget_ms,
+                        peers=("cudnn",), trials=2, bank_semantic_search=False)
+    database = Database(settings.database_url)
+    database.upgrade()
+    bank.on_startup(database, semantic=False)
+    ctx = ServerContext(settings, database, devices=DeviceQueue(settings.gpu_poll_s))
+    ctx.hub.bind_loop(asyncio.get_running_loop())
+    ctx.runners = RunnerManager(ctx)
+    prefetch = Prefetcher(ctx, out / "data" / "prefetch", args.prefetch_workers)
+    baseline = Path("kernels/attention/baseline.cu").read_text()
+    prefetch.pool.submit(prefetch.compile_text, baseline)
+
+    ids: dict[str, int] = {}
+    watchers = []
+    for mode in MODES:
+        how = "bank questions answer each pause" if mode == "bank" else "pauses resumed without a message"
+        spec = SessionCreate(
+            title=f"offline agent, {how}",
+            agent="offline", agent_config={"seed": args.seed}, candidate_kind="cuda",
+            scenarios=scenario_specs(SCENARIOS),
+            thresholds=ThresholdsIn(plateau_window=args.plateau_window, suspicious_jump=args.suspicious_jump),
+        )
+        with ctx.unit() as u:
+            session = create_session(u, spec, settings)
+            sid = session.id or 0
+            start(u, sid)
+        if mode == "bank":
+            with database.session() as db:
+                set_policy(db, str(sid), AutoAskPolicy("at_once", max_in_a_row=20))
+        ids[mode] = sid
+        watchers.append(asyncio.create_task(prefetch.watch(sid)))
+        ctx.manager.ensure_running(sid)
+
+    t0 = time.monotonic()
+    paused_since: dict[int, float] = {}
+    while True:
+        statuses = {}
+        for mode, sid in ids.items():
+            with ctx.unit() as u:
+                session = get_session(u.db, sid)
+                status = session.status
+                if status not in FINAL and session.evaluations >= args.evaluations:
+                    stop(u, sid, "campaign", f"the budget of {args.evaluations} evaluations is spent")
+                    status = STOPPED
+                elif status == PAUSED:
+                    since = paused_since.setdefault(sid, time.monotonic())
+                    # The silent campaign resumes at once; the bank's auto-ask resumes its own
+                    # session, and anything it does not answer is resumed after a short wait.
+                    if mode == "silent" or time.monotonic() - since > args.bank_grace_s:
+                        try:
+                            resume(u, sid, "campaign")
+                            status = "running"
+                        except Conflict as exc:
+                            print(f"session {sid}: cannot resume: {exc}", file=sys.stderr)
+                if status != PAUSED:
+                    paused_since.pop(sid, None)
+            ctx.manager.changed(sid)
+            statuses[mode] = status
+        elapsed = time.monotonic() - t0
+        if all(s in FINAL or s == INTERRUPTED for s in statuses.values()):
+            break
+        if elapsed > args.deadline_s:
+            print(f"deadline of {args.deadline_s:g} s reached: stopping both sessions", file=sys.stderr)
+            for sid in ids.values():
+                with ctx.unit() as u:
+                    if get_session(u.db, sid).status not in FINAL:
+                        stop(u, sid, "campaign", "the campaign's time ran out")
+                ctx.manager.changed(sid)
+            break
+        await asyncio.sleep(0.5)
+    for sid in ids.values():
+        with contextlib.suppress(TimeoutError):
+            await ctx.manager.wait_idle(sid, timeout=60)
+    for w in watchers:
+        w.cancel()
+    await ctx.manager.shutdown()
+    prefetch.pool.shutdown(wait=False, cancel_futures=True)
+    result = {mode: leader_numbers(ctx, sid) for mode, sid in ids.items()}
+    result["settings"] = {"evaluations": args.evaluations, "seed": args.seed, "plateau_window": args.plateau_window,
+                          "suspicious_jump": args.suspicious_jump, "timing_budget_ms": args.timing_budget_ms,
+                          "scenarios": list(SCENARIOS), "wall_s": round(time.monotonic() - t0, 1)}
+    with database.engine.connect() as conn:  # fold the WAL into the file before it is copied
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    database.dispose()
+    (out / "summary.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def _x(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}x"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--evaluations", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--plateau-window", type=int, default=3)
+    ap.add_argument("--suspicious-jump", type=float, default=50.0,
+                    help="family kernels are legitimately many times the naive baseline")
+    ap.add_argument("--timing-budget-ms", type=float, default=5.0)
+    ap.add_argument("--deadline-s", type=float, default=240.0)
+    ap.add_argument("--bank-grace-s", type=float, default=5.0)
+    ap.add_argument("--prefetch-workers", type=int, default=8)
+    args = ap.parse_args()
+    result = asyncio.run(campaign(args))
+    for mode in MODES:
+        r = result[mode]
+        lead = r["leader"] or {}
+        print(f"{mode:7s} session {r['session_id']}: {r['evaluations']} evaluations, {r['status']}; leader "
+              f"#{lead.get('number')} {lead.get('title')!r}: {_x(lead.get('speedup_vs_baseline'))} vs baseline, "
+              f"{_x(lead.get('vs_cudnn'))} vs cuDNN ({lead.get('passed')}/{lead.get('scenarios')} passed)")
+        for c in r["candidates"]:
+            print(f"   #{c['number']:>2} {c['verdict'] or '-':8s} {_x(c['speedup']):>8s}  {c['title']}")
+        for i in r["interventions"]:
+            print(f"   asked ({i['author']}): {i['text'][:110]}")
+        print(f"   pauses: {', '.join(t['kind'] for t in r['triggers'])}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
