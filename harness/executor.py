@@ -102,6 +102,7 @@ class LocalExecutor(Executor):
             proc = self._ctx.Process(
                 target=run_worker, args=(payload, next_index, send), daemon=True
             )
+            spawned = time.monotonic()
             proc.start()
             send.close()
             current: int | None = None
@@ -125,6 +126,8 @@ class LocalExecutor(Executor):
                     kind = msg[0]
                     if kind == "ready":
                         device = msg[1]
+                        # Process start, imports, CUDA context, kernel load: a fixed cost.
+                        device["setup_s"] = round(time.monotonic() - spawned, 2)
                         got_ready = True
                         deadline = time.monotonic() + settings.scenario_timeout_s
                         if progress:

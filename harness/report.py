@@ -71,6 +71,9 @@ class ScenarioResult:
     speedup_vs_peers: dict[str, float] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
     seconds: float = 0.0  # wall time spent on this scenario
+    # Where that time went (correctness, reference, peers, timing): to see what an
+    # evaluation costs, not a measurement of the kernel.
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:

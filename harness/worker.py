@@ -209,8 +209,15 @@ class ScenarioEvaluator:
             self.device.release_memory()
         return r
 
+    def _lap(self, r: ScenarioResult, phase: str, since: float) -> float:
+        """Add the time since `since` to a phase of the scenario; returns now."""
+        now = time.monotonic()
+        r.phases[phase] = round(r.phases.get(phase, 0.0) + now - since, 4)
+        return now
+
     def _evaluate(self, s: Scenario, r: ScenarioResult) -> None:
         dev = self.device.torch_device
+        lap = time.monotonic()
         settings = self.settings
         # The candidate writes into fresh allocations, never into memory the caching allocator
         # kept from an earlier scenario's references.
@@ -241,10 +248,12 @@ class ScenarioEvaluator:
                     )
                 del first
             del originals
+            lap = self._lap(r, "correctness", lap)
             # References exist only from here on, after the candidate's output.
             ref32 = self.problem.reference(s, inputs, torch.float32)
             ref_lowp = self.problem.reference(s, inputs, torch.bfloat16)
             chk = check_output(bufs.o, ref32, ref_lowp)
+            lap = self._lap(r, "reference", lap)
             # Report the trial that came closest to (or past) its tolerance.
             ratio = chk.max_error / chk.tolerance if chk.tolerance > 0 else float("inf")
             if r.max_error is None or ratio > worst_ratio:
@@ -261,11 +270,13 @@ class ScenarioEvaluator:
             if trial == 0:
                 for pname, peer in peers.items():
                     peer_status[pname] = self._check_peer(peer, bufs, ref32, ref_lowp)
+                lap = self._lap(r, "peers", lap)
             del ref32, ref_lowp
             trial_sets.append((inputs, bufs))
             self.device.release_memory()
         if settings.measure:
             self._time(s, r, trial_sets, peers, peer_status)
+            self._lap(r, "timing", lap)
         else:
             r.peers.update(peer_status)
 

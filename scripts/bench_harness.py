@@ -52,6 +52,10 @@ def main() -> None:
     stability = geomean(ratios)
     worst = max(ratios, key=lambda r: abs(r - 1.0)) if ratios else None
     summary = first.summary("all")
+    phases: dict[str, float] = {}
+    for r in first.scenarios:
+        for k, v in r.phases.items():
+            phases[k] = round(phases.get(k, 0.0) + v, 1)
     rows = {
         "scenarios": len(first.scenarios),
         "passed": summary.passed,
@@ -64,6 +68,8 @@ def main() -> None:
         "geomean_vs_flash": summary.vs_peers.get("flash"),
         "geomean_tflops": summary.tflops,
         "gpu": first.gpu,
+        "worker_setup_s": first.settings.get("device_info", {}).get("setup_s"),
+        "phase_seconds_first": phases,
     }
     print(json.dumps(rows, indent=1))
 
