@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
-from app.agents.registry import available_agents
+from app.agents.registry import available_agents, default_agent_name
 from app.agents.scripts import BUILTIN_SCRIPTS
 from app.context import ServerContext
 from app.events import events_after
@@ -29,6 +29,9 @@ from app.web import render
 from app.web.security import COOKIE
 
 router = APIRouter(include_in_schema=False)
+
+FAMILY_LAYERS = ("tiling", "memory", "math", "scheduling", "masking")  # kernels/attention/family's layers
+DEFAULT_MODEL = "claude-sonnet-5-5"  # app/agents/claude.py's default (not imported: the SDK loads lazily)
 TRACE_ON_PAGE = 2000  # events rendered with the page; older ones stay in the API
 
 
@@ -57,6 +60,7 @@ async def _dashboard(request: Request, form: dict[str, Any] | None = None, error
                if s.candidate_kind == "cuda" or ctx.settings.allow_python_candidates]
     gpu = await ctx.devices.gpu_available()
     return page(request, "dashboard.html", status_code, rows=rows, agents=available_agents(), scripts=scripts,
+                default_agent=default_agent_name(), layers=FAMILY_LAYERS, default_model=DEFAULT_MODEL,
                 metrics=goals.GOAL_METRICS, thresholds=ThresholdsIn(), form=form or {}, error=error,
                 default_script="gpu-demo" if gpu or not ctx.settings.allow_python_candidates else "cpu-demo",
                 gpu=gpu)
@@ -80,17 +84,35 @@ def session_spec_from_form(form: dict[str, str]) -> SessionCreate:
         if value is not None:
             thresholds[key] = value
     minutes = number("budget_minutes", float)
-    agent = form.get("agent", "scripted")
+    agent = form.get("agent") or default_agent_name()
     return SessionCreate(
         title=form.get("title", ""),
         agent=agent,
-        agent_config={"script": form.get("script", "gpu-demo")} if agent == "scripted" else {},
+        agent_config=agent_config_from_form(agent, form, number),
         suite_filter=form.get("suite_filter", "").strip() or None,
         goal_metric=form.get("goal_metric", "vs_baseline"),
         goal_target=number("goal_target", float),
         thresholds=ThresholdsIn(**thresholds),
-        budget=BudgetIn(steps=number("budget_steps", int), seconds=minutes * 60 if minutes else None),
+        budget=BudgetIn(steps=number("budget_steps", int), seconds=minutes * 60 if minutes else None,
+                        tokens=number("budget_tokens", int), cost_usd=number("budget_cost_usd", float)),
     )
+
+
+def agent_config_from_form(agent: str, form: dict[str, str], number: Any) -> dict[str, Any]:
+    """The options of the chosen agent; fields of the other agents are ignored."""
+    config: dict[str, Any] = {}
+    if agent == "scripted":
+        config["script"] = form.get("script", "gpu-demo")
+    elif agent == "claude":
+        if form.get("model", "").strip():
+            config["model"] = form["model"].strip()
+    elif agent == "offline":
+        seed = number("seed", int)
+        if seed is not None:
+            config["seed"] = seed
+        if form.get("focus", "").strip():
+            config["focus"] = form["focus"].strip()
+    return config
 
 
 @router.post("/sessions", response_class=HTMLResponse)
