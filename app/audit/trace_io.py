@@ -184,8 +184,8 @@ def _fields(spec: RowSpec, obj: dict[str, Any], where: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, column in columns.items():
         if name not in obj:
-            if column.default is None and column.server_default is None and not column.nullable \
-                    and not column.primary_key:
+            field = spec.model.model_fields.get(name)
+            if (field is None or field.is_required()) and not column.nullable:
                 raise TraceFormatError(f"{where}: the {spec.name} lacks the field {name!r}")
             continue  # a column added since the file was written: the model's default applies
         out[name] = _check_value(spec, column, obj[name], where)
