@@ -68,7 +68,7 @@ def test_lineage_diffs_and_heatmap(client: TestClient, imported: int, recorded: 
     assert lineage.count("edge edge-leader") == 2  # baseline -> #1 -> #4
 
     diff = client.get(f"/sessions/{imported}/audit/diff", params={"a": "2", "b": "3"}, headers=HTML).text
-    assert '<span class="del">-tests.cpu_kernels:missing_tail</span>' in diff
+    assert '<span class="del">-tests.audit.slow_kernels:skips_tail_5ms</span>' in diff
     assert '<span class="add">+tests.cpu_kernels:correct_5ms_retiled</span>' in diff
     base = client.get(f"/sessions/{imported}/audit/diff", params={"a": "baseline", "b": "4"}, headers=HTML).text
     assert "+tests.cpu_kernels:correct_2ms" in base
