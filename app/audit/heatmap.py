@@ -91,6 +91,11 @@ def legend() -> list[tuple[str, str]]:
     return [(f"{v:g}x", color_for(v, "pass")) for v in (0.25, 0.5, 0.8, 1.0, 1.25, 2.0, 4.0)] + [("failed", FAILED)]
 
 
+def _number(value: Any) -> float | None:
+    # Reports come from the trace (an imported file holds whatever it holds): numbers only.
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def candidate_heatmap(record: AuditRecord, c: Candidate) -> Heatmap | None:
     """None when the candidate has no suite evaluation (not evaluated yet, or cancelled)."""
     evaluation = record.suite_evaluation(c)
@@ -108,12 +113,12 @@ def candidate_heatmap(record: AuditRecord, c: Candidate) -> Heatmap | None:
         for i, r in enumerate(results):
             if i and i % PER_ROW == 0:
                 y += CELL_H + GAP
-            speedup = r.get("speedup_vs_baseline")
-            speedup = float(speedup) if isinstance(speedup, int | float) and not isinstance(speedup, bool) else None
+            speedup = _number(r.get("speedup_vs_baseline"))
             status = str(r.get("status", ""))
             row.cells.append(HeatCell(
                 scenario=str(r.get("scenario", "")), category=category, hidden=bool(r.get("hidden")),
-                status=status, speedup=speedup, time_ms=r.get("time_ms"), baseline_ms=r.get("baseline_ms"),
+                status=status, speedup=speedup, time_ms=_number(r.get("time_ms")),
+                baseline_ms=_number(r.get("baseline_ms")),
                 reason=str(r.get("reason", "")), color=color_for(speedup, status),
                 x=LABEL_W + (i % PER_ROW) * (CELL_W + GAP), y=y))
         rows.append(row)

@@ -24,7 +24,8 @@ STATIC_DIR = ROOT / "static"
 
 
 def _speedup(v: float | None) -> str:
-    return "-" if v is None else f"{v:.3f}x"
+    # Not only None: an imported trace's payloads are whatever its file held.
+    return f"{v:.3f}x" if isinstance(v, int | float) and not isinstance(v, bool) else "-"
 
 
 def _when(v: dt.datetime | None) -> str:
