@@ -6,7 +6,7 @@ and runner (no web server, no browser); both share the GPU through the device qu
 Prints both leaders' geomean speedups over the baseline and against cuDNN, writes
 summary.json, and leaves both sessions' traces in one SQLite file (campaigns.db).
 
-    PYTHONPATH=. python3 scripts/offline_campaigns.py --out DIR [--evaluations 16] [--deadline-s 240]
+    PYTHONPATH=. python3 scripts/offline_campaigns.py --out DIR [--data-dir /tmp/x] [--evaluations 16]
 """
 
 from __future__ import annotations
@@ -111,6 +111,22 @@ class Prefetcher:
                 loop.run_in_executor(self.pool, self.compile_text, source)
 
 
+async def stop_at_budget(ctx: ServerContext, session_id: int, evaluations: int) -> None:
+    """Stop the session as soon as its evaluation budget is spent (before another one starts)."""
+    queue = ctx.hub.subscribe(session_id)
+    while True:
+        item = await queue.get()
+        if isinstance(item, LiveNote) or item.kind != "verdict":
+            continue
+        with ctx.unit() as u:
+            session = get_session(u.db, session_id)
+            if session.status in FINAL or session.evaluations < evaluations:
+                continue
+            stop(u, session_id, "campaign", f"the budget of {evaluations} evaluations is spent")
+        ctx.manager.changed(session_id)
+        return
+
+
 def leader_numbers(ctx: ServerContext, session_id: int) -> dict[str, Any]:
     with ctx.database.session() as db:
         session = get_session(db, session_id)
@@ -144,7 +160,8 @@ async def campaign(args: argparse.Namespace) -> dict[str, Any]:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     db_path = out / "campaigns.db"
-    settings = Settings(data_dir=out / "data", db_url=f"sqlite:///{db_path}", timing_budget_ms=args.timing_budget_ms,
+    data_dir = Path(args.data_dir).resolve() if args.data_dir else out / "data"
+    settings = Settings(data_dir=data_dir, db_url=f"sqlite:///{db_path}", timing_budget_ms=args.timing_budget_ms,
                         peers=("cudnn",), trials=2, bank_semantic_search=False)
     database = Database(settings.database_url)
     database.upgrade()
@@ -152,7 +169,7 @@ async def campaign(args: argparse.Namespace) -> dict[str, Any]:
     ctx = ServerContext(settings, database, devices=DeviceQueue(settings.gpu_poll_s))
     ctx.hub.bind_loop(asyncio.get_running_loop())
     ctx.runners = RunnerManager(ctx)
-    prefetch = Prefetcher(ctx, out / "data" / "prefetch", args.prefetch_workers)
+    prefetch = Prefetcher(ctx, data_dir / "prefetch", args.prefetch_workers)
     baseline = Path("kernels/attention/baseline.cu").read_text()
     prefetch.pool.submit(prefetch.compile_text, baseline)
 
@@ -175,6 +192,7 @@ async def campaign(args: argparse.Namespace) -> dict[str, Any]:
                 set_policy(db, str(sid), AutoAskPolicy("at_once", max_in_a_row=20))
         ids[mode] = sid
         watchers.append(asyncio.create_task(prefetch.watch(sid)))
+        watchers.append(asyncio.create_task(stop_at_budget(ctx, sid, args.evaluations)))
         ctx.manager.ensure_running(sid)
 
     t0 = time.monotonic()
@@ -238,7 +256,8 @@ def _x(v: float | None) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", required=True, help="campaigns.db and summary.json go here")
+    ap.add_argument("--data-dir", help="candidate sources and prefetched builds (default: OUT/data)")
     ap.add_argument("--evaluations", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--plateau-window", type=int, default=3)
