@@ -33,6 +33,7 @@ from harness.integrity import (
     persisting_l2_reason,
     probe_reason,
     profile_reason,
+    reverified_flags,
     stale_or_drift,
     summarize_activity,
     tail_reason,
@@ -386,8 +387,8 @@ class ScenarioEvaluator:
                 if version is not None:
                     self._probe(i, version, cand_bufs[i])
         self._sanity(r)
-        if integrity and self._wants_profile(r):
-            self._check_profile(r, prepared_call)
+        if integrity and self._wants_profile(r) and self._check_profile(r, prepared_call):
+            r.flags = reverified_flags(r.flags)
 
     # -- integrity of the timed phase (docs/verifier.md) -----------------------------------
 
@@ -468,19 +469,21 @@ class ScenarioEvaluator:
             return True
         return False
 
-    def _check_profile(self, r: ScenarioResult, run_once: Callable[[], None]) -> None:
+    def _check_profile(self, r: ScenarioResult, run_once: Callable[[], None]) -> bool:
+        """True when the profiler ran and its kernel durations agree with the timer."""
         try:
             activity = self.device.kernel_activity(run_once, PROFILE_CALLS)
         except FatalDeviceError:
             raise
         except Exception as exc:
             r.flags.append(f"profiler cross-check unavailable: {type(exc).__name__}: {exc}"[:200])
-            return
+            return False
         if activity is None or r.time_ms is None:
-            return
+            return False
         why = profile_reason(summarize_activity(activity, PROFILE_CALLS), r.time_ms)
         if why:
             raise KernelFailure(FAIL, why)
+        return True
 
     def _sanity(self, r: ScenarioResult) -> None:
         if r.time_ms is None:

@@ -168,3 +168,26 @@ def test_profiler_runs_for_every_flag_and_for_one_large_win_per_process() -> Non
     assert not ev._wants_profile(modest)
     win = ScenarioResult("w", "x", False, PASS, speedup_vs_peers={"cudnn": 2.5, "flash": 4.0})
     assert ev._wants_profile(win) and not ev._wants_profile(win)
+
+
+def test_a_100x_flag_confirmed_by_the_profiler_becomes_a_non_blocking_note() -> None:
+    from harness.integrity import reverified_flags
+    from harness.report import BLOCKING_FLAG_PREFIXES
+
+    flags = ["impossible: 150x over the baseline (limit 100x)"]
+    out = reverified_flags(flags)
+    assert out == [
+        "re-verified: 150x over the baseline (limit 100x) held: the profiler's kernel durations "
+        "match the timer and the time is above the roofline floor"
+    ]
+    assert not any(f.startswith(BLOCKING_FLAG_PREFIXES) for f in out)
+
+
+def test_a_roofline_flag_keeps_every_flag_blocking() -> None:
+    from harness.integrity import reverified_flags
+
+    flags = [
+        "impossible: 0.0010 ms is under the roofline floor 0.0200 ms",
+        "impossible: 900x over the baseline (limit 100x)",
+    ]
+    assert reverified_flags(flags) == flags
