@@ -16,7 +16,7 @@ from app.audit.attribution import attribute
 from app.audit.charts import churn_chart, cost_chart, speedup_chart
 from app.audit.churn import session_churn
 from app.audit.cost import PROMPT_PARTS, TOKEN_LABELS, session_cost
-from app.audit.heatmap import candidate_heatmap, legend
+from app.audit.heatmap import candidate_heatmap
 from app.audit.lineage import build_lineage, kernel_diff, parse_ref
 from app.audit.record import AuditRecord, load_record
 from app.audit.summary import audit_summary
@@ -117,7 +117,7 @@ def audit_candidate(request: Request, session_id: int, number: int) -> HTMLRespo
     parent = record.parent_of(c)
     entries = filter_timeline(timeline(record), candidate=number)
     return _page(request, "audit/candidate.html", record, "lineage", c=c, parent=parent,
-                 heatmap=candidate_heatmap(record, c), legend=legend(), entries=entries)
+                 heatmap=candidate_heatmap(record, c), entries=entries)
 
 
 @router.get("/sessions/{session_id}/audit/trace.jsonl")

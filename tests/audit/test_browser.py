@@ -42,10 +42,11 @@ def example_trace() -> Path | None:
 
 
 @pytest.fixture
-def trace_file(tmp_path: Path, recorded: RecordedSession) -> Path:
+def trace_file(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
     example = example_trace()
     if example is not None:
         return example
+    recorded: RecordedSession = request.getfixturevalue("recorded")  # record one only when needed
     path = tmp_path / "recorded.jsonl"
     path.write_bytes(recorded.trace.encode())
     return path
