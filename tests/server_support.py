@@ -4,13 +4,19 @@ evaluated by the harness's real worker processes."""
 
 from __future__ import annotations
 
+import os
 import re
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
+import pytest
 from fastapi.testclient import TestClient
 
 from app.runner.devices import DeviceQueue
@@ -82,3 +88,53 @@ def kinds(evs: list[dict[str, Any]]) -> list[str]:
 
 def seqs_in(html: str) -> list[int]:
     return [int(m) for m in SEQ.findall(html)]
+
+
+# -- a real `socratic serve` and the system Chromium, for browser and MCP tests -------------
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+BROWSER_MARKS = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="the system Chromium is not installed"),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def live_server(data_dir: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    """`socratic serve` in its own process on a free loopback port; yields the base URL once
+    /api/health answers, and stops the server afterwards."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--data-dir", str(data_dir), *args],
+        cwd=ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/api/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                out = proc.stdout.read() if proc.stdout else ""
+                raise RuntimeError(f"the server did not start:\n{out}")
+            time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()

@@ -6,11 +6,6 @@ inside a tool result; declaring done pauses the session."""
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,46 +18,13 @@ from mcp.client.streamable_http import streamable_http_client
 
 from app.agents.toolset import WORKSPACE_TOOL_NAMES
 from app.web.mcp import session_of_token, session_token
-from tests.server_support import CPU
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.server_support import CPU, live_server
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--data-dir", str(tmp_path),
-         "--allow-python-candidates"],
-        cwd=ROOT, env={**os.environ, "SOCRATIC_GPU_POLL_S": "1"}, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/api/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                out = proc.stdout.read() if proc.stdout else ""
-                raise RuntimeError(f"the server did not start:\n{out}")
-            time.sleep(0.2)
+    with live_server(tmp_path, "--allow-python-candidates", env={"SOCRATIC_GPU_POLL_S": "1"}) as base:
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def new_session(base: str, agent: str = "mcp", **fields: Any) -> dict[str, Any]:

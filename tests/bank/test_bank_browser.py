@@ -4,63 +4,23 @@ question, follows "add to bank" from the trace, tags it, and finds it in the ban
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+from tests.server_support import BROWSER_MARKS, CHROMIUM, CHROMIUM_ARGS, live_server
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="the system Chromium is not installed"),
-]
+pytestmark = BROWSER_MARKS
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
-    port = _free_port()
-    env = {**os.environ, "SOCRATIC_GPU_POLL_S": "1", "SOCRATIC_BANK_SEMANTIC_SEARCH": "false"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--data-dir", str(tmp_path),
-         "--allow-python-candidates"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/api/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                out = proc.stdout.read() if proc.stdout else ""
-                raise RuntimeError(f"the server did not start:\n{out}")
-            time.sleep(0.2)
+    env = {"SOCRATIC_GPU_POLL_S": "1", "SOCRATIC_BANK_SEMANTIC_SEARCH": "false"}
+    with live_server(tmp_path, "--allow-python-candidates", env=env) as base:
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def test_a_person_promotes_their_question_from_a_session_into_the_bank(server: str) -> None:
