@@ -16,6 +16,7 @@ from harness.problem import KernelSpec
 from harness.report import NOT_COMPILED, CompileInfo, EvaluationReport, ScenarioResult
 from harness.scenario import Scenario
 from harness.settings import EvalSettings
+from harness.static_checks import check_source
 from harness.worker import WorkerJob, get_problem
 
 
@@ -76,19 +77,14 @@ def evaluate_source(
     arch = arch or detect_arch()
     started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
-    try:
-        from harness import static_checks
-
-        findings = static_checks.check_source(source.read_text(errors="replace"))
-        blocking = [f for f in findings if f.blocking]
-        if blocking:
-            info = CompileInfo(ok=False, log="\n".join(str(f) for f in findings))
-            return not_compiled_report(
-                str(source), str(baseline), scenarios, suite, info,
-                "static checks refused the kernel: " + "; ".join(str(f) for f in blocking[:3]),
-            )
-    except ImportError:
-        pass
+    findings = check_source(source.read_text(errors="replace"))
+    blocking = [f for f in findings if f.blocking]
+    if blocking:
+        info = CompileInfo(ok=False, log="\n".join(str(f) for f in findings))
+        return not_compiled_report(
+            str(source), str(baseline), scenarios, suite, info,
+            "static checks refused the kernel: " + "; ".join(str(f) for f in blocking[:3]),
+        )
     try:
         built = compile_kernel(source, arch=arch)
     except CompileError as exc:
