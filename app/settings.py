@@ -52,6 +52,12 @@ class Settings(BaseSettings):
     peers: tuple[str, ...] = Field(
         default=("cudnn", "flash"), description="torch SDPA backends timed beside each candidate on GPU"
     )
+    peer_cache_hours: float = Field(
+        default=24.0, ge=0,
+        description="reuse a peer's time on a scenario measured by an earlier evaluation on this GPU for this "
+                    "long (harness/peer_cache.py): saves cuDNN's plan build per shape in every evaluation; "
+                    "0 times every peer side by side each time",
+    )
     log_level: str = Field(default="info", description="uvicorn log level")
     bank_semantic_search: bool = Field(
         default=True, description="question bank search by meaning too, when the packaged embedding model "
@@ -77,6 +83,10 @@ class Settings(BaseSettings):
         if self.db_url:
             return self.db_url
         return f"sqlite:///{(self.data_dir / 'socratic.db').as_posix()}"
+
+    @property
+    def peer_cache_dir(self) -> Path | None:
+        return self.data_dir / "cache" / "peers" if self.peer_cache_hours > 0 else None
 
     @property
     def sources_dir(self) -> Path:

@@ -117,6 +117,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         timing=TimingSettings(budget_ms=args.budget_ms),
         scenario_timeout_s=args.timeout,
         measure=not args.correctness_only,
+        peer_cache_dir=str(Path(args.peer_cache).resolve()) if args.peer_cache else None,
+        peer_cache_max_age_s=args.peer_cache_hours * 3600,
     )
     bar = ProgressBar(len(scenarios))
     report = evaluate_source(
@@ -217,6 +219,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=float, default=120.0,
                    help="seconds one scenario may take before it counts as a hang (default 120)")
     p.add_argument("--no-peers", action="store_true", help="do not time torch SDPA peers")
+    p.add_argument("--peer-cache", metavar="DIR",
+                   help="reuse peer times an earlier evaluation measured on this GPU (kept in DIR); the "
+                        "report marks those ratios as cached. Default: every peer timed side by side")
+    p.add_argument("--peer-cache-hours", type=float, default=24.0,
+                   help="how old a cached peer time may be (default 24)")
     p.add_argument("--correctness-only", action="store_true",
                    help="verify every scenario but time nothing")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help=argparse.SUPPRESS)

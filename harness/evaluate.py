@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
+from functools import lru_cache
 from pathlib import Path
 
 from harness.compile import DEFAULT_ARCH, CompileError, compile_kernel
@@ -29,6 +30,7 @@ def gpu_available() -> bool:
         return False
 
 
+@lru_cache(maxsize=1)
 def detect_arch() -> str:
     """The nvcc target for the GPU of this machine (sm_90a when there is none)."""
     try:

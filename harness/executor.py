@@ -7,6 +7,7 @@ scenario it happened in, and the job continues in a new process from the next sc
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import signal
 import threading
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.report import CRASH, ERROR, SKIPPED, TIMEOUT, ScenarioResult
-from harness.worker import WorkerJob, run_worker
+from harness.worker import WorkerJob, run_worker, spare_worker
 
 
 @dataclass
@@ -52,6 +53,16 @@ class Executor(ABC):
     ) -> ExecutionResult: ...
 
 
+def _discard(proc: Any, conn: Any) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        conn.send(("quit",))
+    conn.close()
+    proc.join(timeout=2)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(timeout=5)
+
+
 def _signal_name(code: int | None) -> str:
     if code is None:
         return "still running"
@@ -64,10 +75,55 @@ def _signal_name(code: int | None) -> str:
 
 
 class LocalExecutor(Executor):
-    """Runs jobs on this machine's GPU (or CPU, for tests) in spawned child processes."""
+    """Runs jobs on this machine's GPU (or CPU, for tests) in spawned child processes.
 
-    def __init__(self) -> None:
+    With spare=True (a long-lived executor, such as the server's) it keeps one spare process
+    that has already started and imported torch and the harness, and hands the next job to it:
+    an evaluation then skips that fixed cost. The spare touches no GPU until its job arrives,
+    and each process still runs exactly one job."""
+
+    def __init__(self, spare: bool = False) -> None:
         self._ctx = mp.get_context("spawn")
+        self._spare_wanted = spare
+        self._spare: tuple[Any, Any] | None = None  # (process, connection)
+        self._lock = threading.Lock()
+
+    def _spawn_spare(self) -> None:
+        parent, child = self._ctx.Pipe(duplex=True)
+        proc = self._ctx.Process(target=spare_worker, args=(child,), daemon=True)
+        proc.start()
+        child.close()
+        with self._lock:
+            old, self._spare = self._spare, (proc, parent)
+        if old is not None:
+            _discard(*old)
+
+    def _launch(self, payload: dict[str, Any], start: int) -> tuple[Any, Any]:
+        """A process working on the job from scenario `start`, and the end of its pipe."""
+        with self._lock:
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            proc, conn = spare
+            try:
+                if not proc.is_alive():
+                    raise OSError("the spare process has exited")
+                conn.send(("job", payload, start))
+            except (OSError, ValueError):
+                _discard(proc, conn)
+            else:
+                return proc, conn
+        recv, send = self._ctx.Pipe(duplex=False)
+        proc = self._ctx.Process(target=run_worker, args=(payload, start, send), daemon=True)
+        proc.start()
+        send.close()
+        return proc, recv
+
+    def close(self) -> None:
+        """End the spare process, if there is one."""
+        with self._lock:
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            _discard(*spare)
 
     def run(
         self, job: WorkerJob, progress: ProgressFn | None = None,
@@ -98,13 +154,10 @@ class LocalExecutor(Executor):
             if cancel is not None and cancel.is_set():
                 fail_rest(next_index, SKIPPED, "evaluation cancelled")
                 break
-            recv, send = self._ctx.Pipe(duplex=False)
-            proc = self._ctx.Process(
-                target=run_worker, args=(payload, next_index, send), daemon=True
-            )
             spawned = time.monotonic()
-            proc.start()
-            send.close()
+            proc, recv = self._launch(payload, next_index)
+            if self._spare_wanted:
+                self._spawn_spare()  # it imports while this job runs; no GPU work
             current: int | None = None
             got_ready = False
             deadline = time.monotonic() + settings.setup_timeout_s

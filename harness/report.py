@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -47,6 +48,9 @@ class PeerResult:
     time_ms: float | None = None
     tflops: float | None = None
     reason: str = ""
+    # Set when the result came from the peer cache (harness/peer_cache.py): the Unix time it
+    # was measured, in an earlier evaluation; the ratio against it is then not side by side.
+    cached_at: float | None = None
 
 
 @dataclass
@@ -151,6 +155,17 @@ class EvaluationReport:
 
     def verdict(self) -> Verdict:
         return judge(self)
+
+    def cached_peer_note(self, now: float | None = None) -> str | None:
+        """Says how many peer ratios rest on cached peer times, and how old the oldest is;
+        None when every peer was timed side by side in this evaluation."""
+        stamps = [p.cached_at for s in self.scenarios for p in s.peers.values() if p.cached_at is not None]
+        if not stamps:
+            return None
+        total = sum(len(s.peers) for s in self.scenarios)
+        age_h = ((now if now is not None else time.time()) - min(stamps)) / 3600
+        return (f"{len(stamps)} of {total} peer results came from the peer cache (the oldest measured "
+                f"{age_h:.1f} h earlier): those ratios are not side by side")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -327,6 +342,9 @@ def render_geomeans(report: EvaluationReport) -> list[str]:
             f"vs baseline {_fmt(s.vs_baseline, '.3f', 'x')}  {peers}  "
             f"TFLOP/s {_fmt(s.tflops, '.1f')}"
         )
+    note = report.cached_peer_note()
+    if note:
+        out.append(f"note: {note}")
     if report.flags:
         out.append("flags: " + "; ".join(report.flags))
     v = report.verdict()

@@ -33,6 +33,10 @@ class EvalSettings:
     matrix_tflops: float | None = None
     copy_gbps: float | None = None
     max_speedup_vs_baseline: float = 100.0
+    # Reuse peer results measured by earlier evaluations (harness/peer_cache.py): a folder, and
+    # how old an entry may be. None: every peer is checked and timed side by side.
+    peer_cache_dir: str | None = None
+    peer_cache_max_age_s: float = 86400.0
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

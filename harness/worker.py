@@ -19,6 +19,7 @@ import warnings
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -38,6 +39,7 @@ from harness.integrity import (
     summarize_activity,
     tail_reason,
 )
+from harness.peer_cache import PeerCache
 from harness.problem import InputVersions, KernelSpec, LoadedKernel, Problem
 from harness.report import (
     CRASH,
@@ -123,6 +125,7 @@ class ScenarioEvaluator:
         baseline: LoadedKernel | None,
         settings: EvalSettings,
         rates: Rates | None,
+        peer_cache: PeerCache | None = None,
     ) -> None:
         self.problem = problem
         self.device = device
@@ -130,6 +133,7 @@ class ScenarioEvaluator:
         self.baseline = baseline
         self.settings = settings
         self.rates = rates
+        self.peer_cache = peer_cache
         self._l2_floor = 0  # persisting-L2 limit a reset leaves (see reset_persisting_l2)
         self._profiled_win = False
 
@@ -226,6 +230,9 @@ class ScenarioEvaluator:
         trial_sets: list[tuple[list[torch.Tensor], Any]] = []
         peers = {k: v for k, v in self.problem.peers(s).items() if k in settings.peers} \
             if settings.device == "cuda" else {}
+        # Peers the cache answers are neither run nor timed here (harness/peer_cache.py).
+        cached = self._cached_peers(s, peers) if settings.measure else {}
+        peers = {k: v for k, v in peers.items() if k not in cached}
         peer_status: dict[str, PeerResult] = {}
         worst_ratio = -1.0
         for trial in range(settings.trials):
@@ -268,7 +275,7 @@ class ScenarioEvaluator:
                         reason = (f"{hint} [max error {chk.max_error:.3e} > tolerance "
                                   f"{chk.tolerance:.3e} against the correct answer]")
                 raise KernelFailure(FAIL, f"trial {trial + 1}: {reason}")
-            if trial == 0:
+            if trial == 0 and peers:
                 for pname, peer in peers.items():
                     peer_status[pname] = self._check_peer(peer, bufs, ref32, ref_lowp)
                 lap = self._lap(r, "peers", lap)
@@ -276,10 +283,25 @@ class ScenarioEvaluator:
             trial_sets.append((inputs, bufs))
             self.device.release_memory()
         if settings.measure:
-            self._time(s, r, trial_sets, peers, peer_status)
-            self._lap(r, "timing", lap)
+            self._time(s, r, trial_sets, peers, peer_status, cached)
+            # Only peer times from a clean scenario are kept: a candidate that got a flag
+            # may have disturbed the device the peers were timed on.
+            if self.peer_cache is not None and not r.flags:
+                for pname in peers:
+                    if pname in r.peers:
+                        self.peer_cache.put(pname, s, r.peers[pname])
         else:
             r.peers.update(peer_status)
+
+    def _cached_peers(self, s: Scenario, peers: dict[str, Any]) -> dict[str, PeerResult]:
+        if self.peer_cache is None:
+            return {}
+        found = {}
+        for pname in peers:
+            hit = self.peer_cache.get(pname, s)
+            if hit is not None:
+                found[pname] = hit
+        return found
 
     def _check_peer(
         self, peer: Callable[[Any], torch.Tensor], bufs: Any, ref32: torch.Tensor,
@@ -300,12 +322,16 @@ class ScenarioEvaluator:
     def _time(
         self, s: Scenario, r: ScenarioResult, trial_sets: list[tuple[list[torch.Tensor], Any]],
         peers: dict[str, Callable[[Any], torch.Tensor]], peer_status: dict[str, PeerResult],
+        cached: dict[str, PeerResult] | None = None,
     ) -> None:
+        lap = time.monotonic()
         n_sets = len(trial_sets)
         cand_bufs = [b for _, b in trial_sets]
         validated = [b.o.clone() for b in cand_bufs]
         integrity = self.settings.integrity
         versions = self._input_versions(s, trial_sets) if integrity else [None] * n_sets
+        if integrity:
+            lap = self._lap(r, "integrity", lap)  # the input versions
 
         def call_candidate(i: int) -> None:
             self._call(self.candidate, cand_bufs[i], "the kernel")
@@ -380,15 +406,23 @@ class ScenarioEvaluator:
                 if ms > 0:
                     r.speedup_vs_peers[pname] = pms / ms
             r.peers[pname] = status
+        for pname, status in (cached or {}).items():
+            if status.status == "ok" and status.time_ms and ms > 0:
+                r.speedup_vs_peers[pname] = status.time_ms / ms
+            r.peers[pname] = status
+        lap = self._lap(r, "timing", lap)
         if integrity:
             self._check_persisting_l2("after timing")
             self._check_stream_tail(prepared_call)
             for i, version in enumerate(versions):
                 if version is not None:
                     self._probe(i, version, cand_bufs[i])
+            lap = self._lap(r, "integrity", lap)
         self._sanity(r)
-        if integrity and self._wants_profile(r) and self._check_profile(r, prepared_call):
-            r.flags = reverified_flags(r.flags)
+        if integrity and self._wants_profile(r):
+            if self._check_profile(r, prepared_call):
+                r.flags = reverified_flags(r.flags)
+            self._lap(r, "profile", lap)
 
     # -- integrity of the timed phase (docs/verifier.md) -----------------------------------
 
@@ -514,28 +548,63 @@ def _rates_for(device: Device, settings: EvalSettings) -> Rates | None:
     return measure_cuda_rates(device.name)
 
 
-def run_worker(job_dict: dict[str, Any], start: int, conn: Any) -> None:
+def spare_worker(conn: Any) -> None:
+    """Entry point of a spare process (LocalExecutor(spare=True)): it pays for the process
+    start and the imports ahead of time, then waits for one job. It touches no GPU before the
+    job arrives (a context created while another worker times would disturb it), and it has
+    loaded no candidate: each job still gets a process no other kernel ever ran in."""
+    import harness.attention.problem  # noqa: F401  (the import is the point)
+
+    try:
+        msg = conn.recv()
+    except (EOFError, OSError):
+        return
+    if msg[0] == "job":
+        run_worker(msg[1], msg[2], conn, spare=True)
+
+
+def run_worker(job_dict: dict[str, Any], start: int, conn: Any, spare: bool = False) -> None:
     """Entry point of the spawned process. Messages: ("ready", info), ("start", i),
     ("result", i, dict), ("setup_error", text), ("done",)."""
     # torch explains at length why each SDPA backend declines a shape; the report already
     # records a peer as unsupported, so the warnings only bury the progress display.
     warnings.filterwarnings("ignore", category=UserWarning)
+    marks: dict[str, float] = {}
+    lap = time.monotonic()
+
+    def mark(phase: str) -> None:
+        nonlocal lap
+        now = time.monotonic()
+        marks[phase] = round(now - lap, 3)
+        lap = now
+
     try:
         job = WorkerJob.from_dict(job_dict)
         device = make_device(job.settings.device)
+        mark("device")
         problem = get_problem(job.problem)
         candidate = problem.load_kernel(job.candidate)
         baseline = problem.load_kernel(job.baseline) if job.baseline else None
+        mark("kernels")
         rates = _rates_for(device, job.settings)
+        mark("rates")
     except Exception as exc:
         conn.send(("setup_error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
         conn.close()
         return
     info = device.describe()
+    info["spare"] = spare
+    info["pid"] = os.getpid()
     if rates is not None:
         info["matrix_tflops"], info["copy_gbps"] = rates.matrix_tflops, rates.copy_gbps
-    evaluator = ScenarioEvaluator(problem, device, candidate, baseline, job.settings, rates)
+    cache = None
+    if job.settings.peer_cache_dir and job.settings.device == "cuda":
+        cache = PeerCache(Path(job.settings.peer_cache_dir), job.settings.peer_cache_max_age_s, info,
+                          job.settings)
+    evaluator = ScenarioEvaluator(problem, device, candidate, baseline, job.settings, rates, cache)
     info["persisting_l2_bytes_at_start"] = evaluator.reset_persisting_l2()
+    mark("l2_reset")
+    info["setup_phases"] = marks
     conn.send(("ready", info))
     for idx in range(start, len(job.scenarios)):
         s = job.scenarios[idx]

@@ -1,10 +1,15 @@
 """Two campaigns of the offline search agent on one GPU and the same evaluation budget: in one
 the question bank answers every pause (auto-ask at once), in the other every pause is resumed
 without a message. Headless: the sessions are created and run by the server's own domain code
-and runner (no web server, no browser); both share the GPU through the device queue.
+and runner (no web server, no browser); both share the GPU through the device queue, and each
+compiles its next candidate while the other holds the GPU.
 
-Prints both leaders' geomean speedups over the baseline and against cuDNN, writes
-summary.json, and leaves both sessions' traces in one SQLite file (campaigns.db).
+Inside the sessions, peer times come from the server's peer cache after their first measurement
+(harness/peer_cache.py). At the end both leaders are therefore evaluated once more, one after
+the other in this process, with cuDNN and flash timed side by side and no cache: the numbers
+printed against cuDNN and flash are those. Prints both leaders' geomean speedups over the
+baseline and against cuDNN, what an evaluation cost, writes summary.json, and leaves both
+sessions' traces in one SQLite file (campaigns.db).
 
     PYTHONPATH=. python3 scripts/offline_campaigns.py --out DIR [--data-dir /tmp/x] [--evaluations 16]
 """
@@ -14,11 +19,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import hashlib
 import json
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -77,40 +80,6 @@ def scenario_specs(names: tuple[str, ...]) -> list[ScenarioIn]:
     return out
 
 
-class Prefetcher:
-    """Compiles each candidate as soon as the agent proposes it, in parallel and outside the
-    device queue, so that the evaluation finds it in the harness's compile cache."""
-
-    def __init__(self, ctx: ServerContext, folder: Path, workers: int) -> None:
-        from harness.evaluate import detect_arch
-
-        self.ctx, self.folder = ctx, folder
-        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="prefetch")
-        self.arch = detect_arch()
-        folder.mkdir(parents=True, exist_ok=True)
-
-    def compile_text(self, source: str) -> None:
-        from harness.compile import CompileError, compile_kernel
-
-        path = self.folder / f"{hashlib.sha256(source.encode()).hexdigest()[:16]}.cu"
-        path.write_text(source)
-        with contextlib.suppress(CompileError):  # the evaluation reports it
-            compile_kernel(path, arch=self.arch)
-
-    async def watch(self, session_id: int) -> None:
-        queue = self.ctx.hub.subscribe(session_id)
-        loop = asyncio.get_running_loop()
-        while True:
-            item = await queue.get()
-            if isinstance(item, LiveNote) or item.kind != "candidate":
-                continue
-            with self.ctx.database.session() as db:
-                cand = db.get(Candidate, item.payload["candidate_id"])
-                source = cand.source if cand is not None else ""
-            if source:
-                loop.run_in_executor(self.pool, self.compile_text, source)
-
-
 async def stop_at_budget(ctx: ServerContext, session_id: int, evaluations: int) -> None:
     """Stop the session as soon as its evaluation budget is spent (before another one starts)."""
     queue = ctx.hub.subscribe(session_id)
@@ -154,6 +123,51 @@ def leader_numbers(ctx: ServerContext, session_id: int) -> dict[str, Any]:
         }
 
 
+def evaluation_costs(ctx: ServerContext, session_id: int) -> dict[str, Any]:
+    """Seconds per suite evaluation, and the worker's setup share (spare process or not)."""
+    with ctx.database.session() as db:
+        rows = db.exec(select(Evaluation).join(Candidate, col(Candidate.id) == col(Evaluation.candidate_id))
+                       .where(Candidate.session_id == session_id, Evaluation.purpose == "suite")).all()
+        seconds = [r.seconds for r in rows]
+        info = [(r.report.get("settings") or {}).get("device_info") or {} for r in rows]
+        cached = sum(1 for r in rows for s in r.report.get("scenarios", []) for p in (s.get("peers") or {}).values()
+                     if p.get("cached_at"))
+    setups = [float(i["setup_s"]) for i in info if "setup_s" in i]
+    return {"suite_evaluations": len(rows),
+            "mean_s": round(sum(seconds) / len(seconds), 2) if seconds else None,
+            "mean_setup_s": round(sum(setups) / len(setups), 2) if setups else None,
+            "spare_starts": sum(1 for i in info if i.get("spare")), "cached_peer_results": cached}
+
+
+def side_by_side(ctx: ServerContext, ids: dict[str, int]) -> dict[str, Any]:
+    """Both leaders evaluated again on the campaign's scenarios, cuDNN and flash timed in the
+    same worker processes (no peer cache), one right after the other."""
+    from harness.attention.suite import default_suite
+    from harness.evaluate import evaluate_source
+    from harness.settings import EvalSettings
+    from harness.timing import TimingSettings
+
+    suite = {s.name: s for s in default_suite()}
+    scenarios = [suite[n] for n in SCENARIOS]
+    settings = EvalSettings(peers=("cudnn", "flash"), timing=TimingSettings(budget_ms=ctx.settings.timing_budget_ms))
+    out: dict[str, Any] = {}
+    for mode, sid in ids.items():
+        with ctx.database.session() as db:
+            session = get_session(db, sid)
+            leader = db.get(Candidate, session.leader_id) if session.leader_id else None
+        if leader is None:
+            out[mode] = None
+            continue
+        path = ctx.settings.sources_dir / f"session-{sid}" / f"candidate-{leader.number}.cu"
+        report = evaluate_source(path, scenarios, settings=settings)
+        s = report.summary("all")
+        out[mode] = {"leader": leader.number, "title": leader.title, "passed": s.passed, "scenarios": s.scenarios,
+                     "vs_baseline": s.vs_baseline, "vs_cudnn": s.vs_peers.get("cudnn"),
+                     "vs_flash": s.vs_peers.get("flash"), "tflops": s.tflops, "seconds": round(report.seconds, 1),
+                     "verdict": str(report.verdict())}
+    return out
+
+
 async def campaign(args: argparse.Namespace) -> dict[str, Any]:
     from question_bank.auto_ask import AutoAskPolicy, set_policy
 
@@ -169,9 +183,6 @@ async def campaign(args: argparse.Namespace) -> dict[str, Any]:
     ctx = ServerContext(settings, database, devices=DeviceQueue(settings.gpu_poll_s))
     ctx.hub.bind_loop(asyncio.get_running_loop())
     ctx.runners = RunnerManager(ctx)
-    prefetch = Prefetcher(ctx, data_dir / "prefetch", args.prefetch_workers)
-    baseline = Path("kernels/attention/baseline.cu").read_text()
-    prefetch.pool.submit(prefetch.compile_text, baseline)
 
     ids: dict[str, int] = {}
     watchers = []
@@ -191,7 +202,6 @@ async def campaign(args: argparse.Namespace) -> dict[str, Any]:
             with database.session() as db:
                 set_policy(db, str(sid), AutoAskPolicy("at_once", max_in_a_row=20))
         ids[mode] = sid
-        watchers.append(asyncio.create_task(prefetch.watch(sid)))
         watchers.append(asyncio.create_task(stop_at_budget(ctx, sid, args.evaluations)))
         ctx.manager.ensure_running(sid)
 
@@ -238,11 +248,16 @@ async def campaign(args: argparse.Namespace) -> dict[str, Any]:
     for w in watchers:
         w.cancel()
     await ctx.manager.shutdown()
-    prefetch.pool.shutdown(wait=False, cancel_futures=True)
-    result = {mode: leader_numbers(ctx, sid) for mode, sid in ids.items()}
+    result: dict[str, Any] = {mode: leader_numbers(ctx, sid) for mode, sid in ids.items()}
+    for mode, sid in ids.items():
+        result[mode]["costs"] = evaluation_costs(ctx, sid)
+    campaign_s = time.monotonic() - t0
+    if not args.no_final:
+        result["side_by_side"] = await asyncio.to_thread(side_by_side, ctx, ids)
     result["settings"] = {"evaluations": args.evaluations, "seed": args.seed, "plateau_window": args.plateau_window,
                           "suspicious_jump": args.suspicious_jump, "timing_budget_ms": args.timing_budget_ms,
-                          "scenarios": list(SCENARIOS), "wall_s": round(time.monotonic() - t0, 1)}
+                          "scenarios": list(SCENARIOS), "campaign_s": round(campaign_s, 1),
+                          "wall_s": round(time.monotonic() - t0, 1)}
     with database.engine.connect() as conn:  # fold the WAL into the file before it is copied
         conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     database.dispose()
@@ -266,7 +281,8 @@ def main() -> int:
     ap.add_argument("--timing-budget-ms", type=float, default=5.0)
     ap.add_argument("--deadline-s", type=float, default=240.0)
     ap.add_argument("--bank-grace-s", type=float, default=5.0)
-    ap.add_argument("--prefetch-workers", type=int, default=8)
+    ap.add_argument("--no-final", action="store_true",
+                    help="skip the final side-by-side evaluation of both leaders with fresh peers")
     args = ap.parse_args()
     result = asyncio.run(campaign(args))
     for mode in MODES:
@@ -280,6 +296,21 @@ def main() -> int:
         for i in r["interventions"]:
             print(f"   asked ({i['author']}): {i['text'][:110]}")
         print(f"   pauses: {', '.join(t['kind'] for t in r['triggers'])}")
+        c = r["costs"]
+        print(f"   cost: {c['suite_evaluations']} suite evaluations, {c['mean_s']} s each on average "
+              f"(worker setup {c['mean_setup_s']} s; {c['spare_starts']} on a spare process; "
+              f"{c['cached_peer_results']} peer results from the cache)")
+    final = result.get("side_by_side") or {}
+    if final:
+        print("\nleaders evaluated again, side by side with fresh cuDNN and flash timings:")
+        print(f"{'campaign':8s} {'leader':>6s} {'passed':>7s} {'x baseline':>10s} {'x cuDNN':>8s} {'x flash':>8s}")
+        for mode in MODES:
+            f = final.get(mode)
+            if f:
+                print(f"{mode:8s} {'#' + str(f['leader']):>6s} {f['passed']:>3d}/{f['scenarios']:<3d} "
+                      f"{_x(f['vs_baseline']):>10s} {_x(f['vs_cudnn']):>8s} {_x(f['vs_flash']):>8s}  {f['title']}")
+    s = result["settings"]
+    print(f"campaigns {s['campaign_s']} s, whole run {s['wall_s']} s")
     return 0
 
 

@@ -134,3 +134,66 @@ def test_progress_reports_each_scenario_in_order() -> None:
     assert [p.done for p in finished] == [1, 2, 3]
     assert [p.scenario for p in finished] == [s.name for s in SCENARIOS]
     assert all(p.total == 3 for p in seen)
+
+
+def _job(fn: str) -> WorkerJob:
+    return WorkerJob(
+        "attention-forward", KernelSpec(fn, "python", f"tests.cpu_kernels:{fn}"),
+        KernelSpec("baseline", "python", "tests.cpu_kernels:correct_slow"),
+        SCENARIOS, EvalSettings(device="cpu", peers=(), timing=FAST),
+    )
+
+
+def test_a_spare_process_takes_the_next_job_and_no_process_runs_two_jobs() -> None:
+    executor = LocalExecutor(spare=True)
+    try:
+        first = executor.run(_job("correct"))
+        second = executor.run(_job("correct"))
+        third = executor.run(_job("crash_on_causal"))  # a restart inside a job uses a process too
+    finally:
+        executor.close()
+    assert first.device["spare"] is False  # nothing was warm yet
+    assert second.device["spare"] is True and third.device["spare"] is True
+    assert len({first.device["pid"], second.device["pid"], third.device["pid"]}) == 3
+    assert [r.status for r in second.results] == [PASS, PASS, PASS]
+    assert [r.status for r in third.results] == [CRASH, CRASH, PASS]
+    assert third.restarts == 2
+    # Where the setup time went, for the report: device, kernels, rates, persisting-L2 reset.
+    assert set(second.device["setup_phases"]) == {"device", "kernels", "rates", "l2_reset"}
+
+
+def test_close_ends_the_spare_process_and_a_closed_executor_still_works() -> None:
+    executor = LocalExecutor(spare=True)
+    executor.run(_job("correct"))
+    assert executor._spare is not None
+    proc = executor._spare[0]
+    assert proc.is_alive()
+    executor.close()
+    assert not proc.is_alive() and executor._spare is None
+    plain = LocalExecutor()
+    again = plain.run(_job("correct"))
+    assert again.device["spare"] is False and plain._spare is None
+
+
+def test_a_dead_spare_is_replaced_by_a_fresh_process() -> None:
+    executor = LocalExecutor(spare=True)
+    try:
+        executor.run(_job("correct"))
+        assert executor._spare is not None
+        executor._spare[0].kill()
+        executor._spare[0].join(5)
+        result = executor.run(_job("correct"))
+    finally:
+        executor.close()
+    assert result.device["spare"] is False
+    assert [r.status for r in result.results] == [PASS, PASS, PASS]
+
+
+def test_scenario_phases_say_where_the_time_went_with_and_without_integrity_checks() -> None:
+    on = run("correct")
+    off = run("correct", integrity=False)
+    for r in on:
+        assert {"correctness", "reference", "timing", "integrity"} <= set(r.phases), r.phases
+        assert "peers" not in r.phases and "profile" not in r.phases  # no peers on the CPU, no profiler
+    for r in off:
+        assert "integrity" not in r.phases and "timing" in r.phases

@@ -53,9 +53,53 @@ class CancellableExecutor(Executor):
         return self._inner.run(job, progress, cancel or self._cancel)
 
 
+_shared: LocalExecutor | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_executor() -> LocalExecutor:
+    """The server's executor for GPU evaluations: one for the whole process, so that it can keep
+    a spare worker process started and imported between evaluations (harness/executor.py)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = LocalExecutor(spare=True)
+        return _shared
+
+
+def close_shared_executor() -> None:
+    global _shared
+    with _shared_lock:
+        executor, _shared = _shared, None
+    if executor is not None:
+        executor.close()
+
+
 def resolve_path(ref: str) -> Path:
     path = Path(ref)
     return path if path.is_absolute() else PROJECT_ROOT / path
+
+
+def prebuild(candidate: Implementation, against: Implementation) -> None:
+    """Compile a CUDA candidate and the kernel it is timed against before the evaluation waits
+    for the GPU: nvcc then never holds the device queue, and the evaluation finds both in the
+    compile cache. What static checks refuse is not compiled, and a build error is left for the
+    evaluation to report."""
+    if candidate.kind != CUDA:
+        return
+    from harness.compile import CompileError, compile_kernel
+    from harness.evaluate import detect_arch
+    from harness.static_checks import check_source
+
+    arch = detect_arch()
+    for impl in (candidate, against):
+        path = resolve_path(impl.ref)
+        try:
+            if any(f.blocking for f in check_source(path.read_text(errors="replace"))):
+                continue
+            compile_kernel(path, arch=arch)
+        except (CompileError, OSError):
+            continue
 
 
 def evaluate(candidate: Implementation, against: Implementation, scenarios: list[Scenario],
@@ -68,7 +112,7 @@ def evaluate(candidate: Implementation, against: Implementation, scenarios: list
 
         return evaluate_source(
             resolve_path(candidate.ref), scenarios, baseline=resolve_path(against.ref), suite=suite,
-            settings=settings, progress=progress, cancel=cancel,
+            settings=settings, progress=progress, cancel=cancel, executor=shared_executor(),
         )
     if candidate.kind == PYTHON_CPU:
         from harness.evaluate import evaluate_job
@@ -85,9 +129,12 @@ def evaluate(candidate: Implementation, against: Implementation, scenarios: list
 
 
 def eval_settings(kind: str, *, trials: int, timing_budget_ms: float, scenario_timeout_s: float,
-                  peers: tuple[str, ...]) -> EvalSettings:
+                  peers: tuple[str, ...], peer_cache_dir: Path | None = None,
+                  peer_cache_hours: float = 0.0) -> EvalSettings:
     if kind == PYTHON_CPU:
         return EvalSettings(device="cpu", trials=trials, peers=(), timing=CPU_TIMING,
                             scenario_timeout_s=scenario_timeout_s, setup_timeout_s=120.0)
     return EvalSettings(trials=trials, peers=peers, timing=TimingSettings(budget_ms=timing_budget_ms),
-                        scenario_timeout_s=scenario_timeout_s)
+                        scenario_timeout_s=scenario_timeout_s,
+                        peer_cache_dir=str(peer_cache_dir) if peer_cache_dir and peer_cache_hours > 0 else None,
+                        peer_cache_max_age_s=peer_cache_hours * 3600)

@@ -72,3 +72,6 @@ class RunnerManager:
         if tasks:
             await asyncio.wait(tasks, timeout=30)
         self.runners.clear()
+        from app.runner.evaluation import close_shared_executor
+
+        await asyncio.to_thread(close_shared_executor)

@@ -483,11 +483,13 @@ class SessionRunner:
             scenarios = self._scenarios(session)
         s = self.ctx.settings
         settings = ev.eval_settings(c.kind, trials=s.trials, timing_budget_ms=s.timing_budget_ms,
-                                    scenario_timeout_s=s.scenario_timeout_s, peers=s.peers)
+                                    scenario_timeout_s=s.scenario_timeout_s, peers=s.peers,
+                                    peer_cache_dir=s.peer_cache_dir, peer_cache_hours=s.peer_cache_hours)
         if purpose == "retime":
             settings = dataclasses.replace(settings, peers=())  # only the two kernels, interleaved
         device = GPU if c.kind == CUDA else CPU
         what = f"candidate #{c.number}" + (" (re-time against the leader)" if purpose == "retime" else "")
+        await asyncio.to_thread(ev.prebuild, impl, against)  # nvcc runs before the GPU queue
         async with self.ctx.devices.acquire(device, f"session {self.session_id}: {what}", self._waiting):
             with self.ctx.unit() as u:
                 session = get_session(u.db, self.session_id)

@@ -36,6 +36,21 @@ def _when(v: dt.datetime | None) -> str:
     return v.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _epoch(v: float | None) -> str:
+    if not isinstance(v, int | float) or isinstance(v, bool):
+        return ""
+    return _when(dt.datetime.fromtimestamp(v, dt.UTC))
+
+
+def _cached_peer_note(report: dict[str, Any]) -> str | None:
+    from harness.report import EvaluationReport
+
+    try:
+        return EvaluationReport.from_dict(report).cached_peer_note()
+    except (KeyError, TypeError, ValueError):  # an imported trace's report may be anything
+        return None
+
+
 def _pretty(v: Any) -> str:
     return json.dumps(v, indent=1, default=str, ensure_ascii=False)
 
@@ -47,6 +62,8 @@ def make_templates() -> Jinja2Templates:
     templates.env.filters["speedup"] = _speedup
     templates.env.filters["when"] = _when
     templates.env.filters["pretty"] = _pretty
+    templates.env.filters["epoch"] = _epoch
+    templates.env.filters["cached_peer_note"] = _cached_peer_note
     return templates
 
 

@@ -76,3 +76,38 @@ def test_timed_evaluation_reports_speedups_and_peers() -> None:
     prefill = report.scenarios[0]
     assert prefill.peers["cudnn"].status == "ok"
     assert prefill.speedup_vs_peers["cudnn"] < 1.0  # the baseline is a CUDA-core kernel
+
+
+def test_peer_cache_and_spare_process_on_the_gpu(tmp_path: Path) -> None:
+    """A second evaluation reuses the first one's peer times (marked cached, no peer phase) and
+    starts on the spare process; the candidate and the baseline are still timed side by side."""
+    from harness.executor import LocalExecutor
+
+    gallery = ROOT / "kernels" / "attention" / "gallery" / "fa2-mma-a.cu"
+    chosen = select(default_suite(), "all", "prefill-d128-s2048-b8-h16-causal")
+    chosen += select(default_suite(), "all", "decode-llama3-8b-tp1-q1-b32-k4096")
+    assert len(chosen) == 2
+    settings = EvalSettings(peer_cache_dir=str(tmp_path / "peers"))
+    executor = LocalExecutor(spare=True)
+    try:
+        first = evaluate_source(gallery, chosen, settings=settings, executor=executor)
+        second = evaluate_source(gallery, chosen, settings=settings, executor=executor)
+    finally:
+        executor.close()
+    for r in first.scenarios:
+        assert r.status == PASS, r.reason
+        assert all(p.cached_at is None for p in r.peers.values())
+        assert r.phases.get("peers", 0) > 0
+    assert len(list((tmp_path / "peers").glob("*.json"))) == 4
+    for a, b in zip(first.scenarios, second.scenarios, strict=True):
+        assert b.status == PASS, b.reason
+        assert {k: p.time_ms for k, p in b.peers.items()} == {k: p.time_ms for k, p in a.peers.items()}
+        assert all(p.cached_at is not None for p in b.peers.values())
+        assert "peers" not in b.phases
+        assert b.speedup_vs_peers.get("cudnn") is not None
+        assert b.baseline_ms is not None and 0.8 < b.baseline_ms / (a.baseline_ms or 1) < 1.25
+    info1, info2 = first.settings["device_info"], second.settings["device_info"]
+    assert (info1["spare"], info2["spare"]) == (False, True) and info1["pid"] != info2["pid"]
+    assert second.cached_peer_note() is not None and first.cached_peer_note() is None
+    print(f"setup {info1['setup_s']} s then {info2['setup_s']} s (spare); phases {info1['setup_phases']} "
+          f"/ {info2['setup_phases']}; evaluation {first.seconds:.1f} s then {second.seconds:.1f} s")
