@@ -100,6 +100,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if not source.is_file():
         print(f"socratic eval: no such kernel file: {source}", file=sys.stderr)
         return 2
+    if args.peer_cache and Path(args.peer_cache).exists() and not Path(args.peer_cache).is_dir():
+        print(f"socratic eval: --peer-cache must name a folder, and {args.peer_cache} is a file",
+              file=sys.stderr)
+        return 2
     if args.device == "cuda" and not gpu_available():
         print("socratic eval: no CUDA GPU is available on this machine; run it where "
               "`python -c 'import torch; print(torch.cuda.is_available())'` prints True",

@@ -45,6 +45,20 @@ def detect_arch() -> str:
     return DEFAULT_ARCH
 
 
+def precompile(source: Path, arch: str | None = None) -> bool:
+    """What evaluate_source does before it runs anything: static checks, then nvcc into the
+    compile cache. For callers that want the build done ahead (the server, before it queues for
+    the GPU). False when the checks refuse the kernel (it is not compiled), it does not build,
+    or it cannot be read; the evaluation then reports why."""
+    try:
+        if any(f.blocking for f in check_source(source.read_text(errors="replace"))):
+            return False
+        compile_kernel(source, arch=arch or detect_arch())
+    except (CompileError, OSError):
+        return False
+    return True
+
+
 def not_compiled_report(
     kernel: str, baseline: str | None, scenarios: Sequence[Scenario], suite: str,
     info: CompileInfo, reason: str,

@@ -86,11 +86,15 @@ class PeerCache:
         entry = {"peer": peer, "scenario": scenario.name, "device": {k: self.device.get(k) for k in DEVICE_KEYS},
                  "status": result.status, "time_ms": result.time_ms, "tflops": result.tflops,
                  "reason": result.reason, "measured_at": time.time()}
-        self.folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
+        # A cache that cannot be written costs the next evaluation a peer measurement; it must
+        # never fail the scenario of the kernel under evaluation.
+        tmp: str | None = None
         try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
             with os.fdopen(fd, "w") as f:
                 json.dump(entry, f)
             os.replace(tmp, self._path(peer, scenario))
         except OSError:
-            Path(tmp).unlink(missing_ok=True)
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)

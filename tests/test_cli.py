@@ -77,3 +77,11 @@ def test_check_passes_the_baseline_and_names_banned_lines(tmp_path: Path) -> Non
     assert out.returncode == 1
     assert f"{bad}:2: error: includes cublas_v2.h: cuBLAS is not allowed" in out.stdout
     assert f"{bad}:3: error: calls cudaDeviceSynchronize" in out.stdout
+
+
+def test_eval_with_a_peer_cache_that_is_a_file_is_a_clear_error(tmp_path: Path) -> None:
+    not_a_folder = tmp_path / "peers"
+    not_a_folder.write_text("x")
+    out = socratic("eval", str(ROOT / "kernels" / "attention" / "baseline.cu"), "--peer-cache", str(not_a_folder))
+    assert out.returncode == 2 and "--peer-cache must name a folder" in out.stderr
+    assert not_a_folder.read_text() == "x"

@@ -138,3 +138,12 @@ def test_the_candidate_page_marks_cached_peer_ratios_and_says_how_many(tmp_path:
     assert "1.500x <span class=\"muted\" title=\"peer time from the peer cache, measured 20" in page
     assert "(cached)</span>" in page
     assert "Note: 1 of 1 peer results came from the peer cache (the oldest measured 3.0 h earlier)" in page
+
+
+def test_a_cache_that_cannot_be_written_is_skipped_without_an_error(tmp_path: Path) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    c = cache(blocked / "peers")  # its parent is a file: mkdir fails
+    c.put("cudnn", SHAPE, PeerResult("ok", time_ms=0.25))
+    assert c.get("cudnn", SHAPE) is None
+    assert blocked.read_text() == "not a folder"

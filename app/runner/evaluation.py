@@ -83,23 +83,14 @@ def resolve_path(ref: str) -> Path:
 def prebuild(candidate: Implementation, against: Implementation) -> None:
     """Compile a CUDA candidate and the kernel it is timed against before the evaluation waits
     for the GPU: nvcc then never holds the device queue, and the evaluation finds both in the
-    compile cache. What static checks refuse is not compiled, and a build error is left for the
-    evaluation to report."""
+    compile cache (what the static checks refuse is not compiled; errors are the evaluation's
+    to report)."""
     if candidate.kind != CUDA:
         return
-    from harness.compile import CompileError, compile_kernel
-    from harness.evaluate import detect_arch
-    from harness.static_checks import check_source
+    from harness.evaluate import precompile
 
-    arch = detect_arch()
     for impl in (candidate, against):
-        path = resolve_path(impl.ref)
-        try:
-            if any(f.blocking for f in check_source(path.read_text(errors="replace"))):
-                continue
-            compile_kernel(path, arch=arch)
-        except (CompileError, OSError):
-            continue
+        precompile(resolve_path(impl.ref))
 
 
 def evaluate(candidate: Implementation, against: Implementation, scenarios: list[Scenario],
