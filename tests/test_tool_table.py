@@ -15,13 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from app.agents import registry
 from app.agents.base import EVALUATE, WRITE_KERNEL, ToolCall
-from app.agents.claude import ClaudeAgent
 from app.models import DECLARED_LIMIT, INTERRUPTED, LEADER, PAUSED
 from app.tools.base import ToolContext
 from app.tools.table import TOOLS, WORKSPACE_TOOL_NAMES, WORKSPACE_TOOLS
-from tests.claude_fake import FakeMessagesAPI, message, tool_use
+from tests.claude_fake import FakeMessagesAPI, message, serve_claude_from, tool_use
 from tests.server_support import CPU, events, running_app, wait_for, wait_status
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,10 +121,7 @@ def test_a_restart_in_the_middle_of_an_evaluate_call_resumes_it_without_a_second
                 tool_use("toolu_2", EVALUATE, title="half the overhead"), stop_reason="tool_use"),
         message(tool_use("toolu_3", "declare_done", reason="Nothing left to try."), stop_reason="tool_use"),
     ])
-    info = registry.agent_info("claude")
-    monkeypatch.setitem(registry._AGENTS, "claude", registry.AgentInfo(
-        "claude", info.description, lambda task, config: ClaudeAgent(task, config, client=api.client()),
-        info.validate))
+    serve_claude_from(api, monkeypatch)
 
     with running_app(tmp_path) as client:
         r = client.post("/api/sessions", json={
