@@ -12,13 +12,11 @@ from pydantic import ValidationError
 
 
 def _database(args: argparse.Namespace) -> object:
-    from app.db import Database
-    from app.serve import settings_from_args
+    from app.db import open_database
+    from app.settings import Settings
     from question_bank.store import ensure_starter_bank
 
-    settings = settings_from_args(args)
-    database = Database(settings.database_url)
-    database.upgrade()
+    database = open_database(Settings.from_args(args))
     with database.session() as db:
         ensure_starter_bank(db)
     return database

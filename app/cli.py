@@ -1,4 +1,6 @@
-"""The `socratic` command: the harness's commands plus the server's."""
+"""The `socratic` command: the harness's commands, the kernel family's, and the server's
+(serve, db, bank, trace). The harness registers only its own (harness/cli.py); the family's
+CLI lives beside the family (kernels/attention/family/cli.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import sys
 from collections.abc import Callable
 
 from harness.cli import add_commands as add_harness_commands
+from kernels.attention.family.cli import add_family_commands
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,13 +19,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     add_harness_commands(sub)
+    add_family_commands(sub)
     for register in app_command_registrars():
         register(sub)
     return parser
 
 
 def app_command_registrars() -> list[Callable[[argparse._SubParsersAction], None]]:
-    """Server-side command groups (serve, bank, trace, family, ...), each in its own module."""
+    """Server-side command groups (serve, db, bank, trace), each in its own module."""
     from app.audit.cli import add_commands as add_trace_commands
     from app.bank_cli import add_commands as add_bank_commands
     from app.serve import add_commands as add_server_commands

@@ -19,6 +19,8 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine, make_url
 from sqlmodel import Session, SQLModel, create_engine
 
+from app.settings import Settings
+
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # Modules whose import registers tables in SQLModel.metadata; missing optional ones are skipped.
 MODEL_MODULES = ("app.models", "question_bank.models", "app.audit.models")
@@ -105,3 +107,11 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def open_database(settings: Settings) -> Database:
+    """The database the settings name, migrated to the newest schema: what the server, `socratic
+    db upgrade`, `socratic bank` and `socratic trace` all start from."""
+    database = Database(settings.database_url)
+    database.upgrade()
+    return database

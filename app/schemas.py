@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.steering.goal import GOAL_METRICS
 from app.steering.triggers import Thresholds
@@ -54,7 +54,7 @@ class SessionCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     title: str = Field(min_length=1, max_length=200)
-    agent: str = Field(default="scripted", min_length=1,
+    agent: str | None = Field(default=None, min_length=1,
                        description="a registered agent backend; when left out: scripted if agent_config names a "
                                    "script or steps, else claude with ANTHROPIC_API_KEY set, else offline")
     agent_config: dict[str, Any] = Field(
@@ -79,18 +79,6 @@ class SessionCreate(BaseModel):
         if not v.strip():
             raise ValueError("the title must not be blank")
         return v.strip()
-
-    @model_validator(mode="before")
-    @classmethod
-    def _default_agent(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "agent" not in data:
-            config = data.get("agent_config") or {}
-            scripted = isinstance(config, dict) and ("script" in config or "steps" in config)
-            if not scripted:
-                from app.agents.registry import default_agent_name
-
-                data = {**data, "agent": default_agent_name()}
-        return data
 
     @field_validator("goal_metric")
     @classmethod

@@ -4,26 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from pydantic import ValidationError
 
 from app.settings import Settings
-
-
-def settings_from_args(args: argparse.Namespace) -> Settings:
-    """Environment (SOCRATIC_*) first, flags over it."""
-    overrides: dict[str, Any] = {}
-    for flag, key in (("host", "host"), ("port", "port"), ("db", "db_url"), ("data_dir", "data_dir"),
-                      ("token", "token")):
-        value = getattr(args, flag, None)
-        if value is not None:
-            overrides[key] = value
-    if getattr(args, "allow_python_candidates", False):
-        overrides["allow_python_candidates"] = True
-    if overrides.get("db_url") and "://" not in overrides["db_url"]:
-        overrides["db_url"] = f"sqlite:///{overrides['db_url']}"  # a plain path means a SQLite file
-    return Settings(**overrides)
 
 
 def settings_error(exc: ValidationError) -> str:
@@ -31,11 +15,11 @@ def settings_error(exc: ValidationError) -> str:
 
 
 def main_settings_error(argv: list[str]) -> str:
-    """What `socratic <argv>` would refuse in its settings ("" when they are fine)."""
-    from app.cli import build_parser
-
+    """What `socratic <argv>` (serve or db) would refuse in its settings ("" when they are fine)."""
+    parser = argparse.ArgumentParser(prog="socratic")
+    add_commands(parser.add_subparsers(dest="command", required=True))
     try:
-        settings_from_args(build_parser().parse_args(argv))
+        Settings.from_args(parser.parse_args(argv))
     except ValidationError as exc:
         return settings_error(exc)
     return ""
@@ -45,7 +29,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     try:
-        settings = settings_from_args(args)
+        settings = Settings.from_args(args)
     except ValidationError as exc:
         print(f"socratic serve: {settings_error(exc)}", file=sys.stderr)
         return 2
@@ -69,11 +53,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_db(args: argparse.Namespace) -> int:
     from alembic import command
 
-    from app.db import Database, alembic_config
+    from app.db import alembic_config, open_database
 
-    settings = settings_from_args(args)
+    settings = Settings.from_args(args)
     if args.db_command == "upgrade":
-        Database(settings.database_url).upgrade()
+        open_database(settings).dispose()
         print(f"database at the newest revision: {settings.database_url}")
     elif args.db_command == "current":
         command.current(alembic_config(settings.database_url), verbose=True)

@@ -1,8 +1,9 @@
-"""Domain operations on sessions: create, steer (pause, resume, stop, send a message),
+"""Domain operations on sessions: start and steer (pause, resume, stop, send a message),
 open and resolve triggers, deliver interventions, and the read models pages and the API
 share. Plain functions over a Unit (one transaction plus the events it records); they never
 await, so a unit's work is atomic on the event loop. Runtime effects (waking a runner) are
-the caller's business (app/runner/manager.py)."""
+the caller's business (app/web/deps.py wakes the runner). Creating a session, which consults
+the agent registry, is app/new_session.py's."""
 
 from __future__ import annotations
 
@@ -12,18 +13,15 @@ from typing import Any
 
 from sqlmodel import Session, col, func, select
 
-from app.agents.base import AgentConfigError
 from app.events import Unit
 from app.models import (
     CREATED,
-    CUDA,
     DELIVERED,
     EVALUATED,
     INTERRUPTED,
     LEADER,
     PAUSED,
     PENDING,
-    PYTHON_CPU,
     QUEUE,
     RUNNING,
     STEER,
@@ -36,8 +34,7 @@ from app.models import (
     utcnow,
 )
 from app.runner.states import FINAL_STATES, check_transition
-from app.schemas import BudgetIn, InterventionCreate, SessionCreate, SessionUpdate
-from app.settings import Settings
+from app.schemas import BudgetIn, InterventionCreate, SessionUpdate
 from app.steering import bank
 from app.steering import goal as goals
 from app.steering.triggers import (
@@ -64,103 +61,6 @@ class Invalid(ValueError):
 
 class Conflict(ValueError):
     """The session's state does not allow the action (HTTP 409)."""
-
-
-# -- creation ------------------------------------------------------------------------------
-
-
-@dataclass
-class NewSession:
-    kind: str
-    baseline: str
-    scenarios: list[dict[str, Any]] | None
-    thresholds: dict[str, Any]
-
-
-def validate_new_session(spec: SessionCreate, settings: Settings) -> NewSession:
-    """Check everything that could make the session fail later. Raises Invalid before
-    anything is written."""
-    from app.agents.registry import agent_info, available_agents, validate_agent_config
-    from app.agents.scripted import resolve_script
-    from app.agents.scripts import BUILTIN_SCRIPTS
-    from app.runner.evaluation import PYTHON_TARGET, resolve_path
-
-    names = [a.name for a in available_agents()]
-    if spec.agent not in names:
-        raise Invalid(f"unknown agent {spec.agent!r}; registered agents: {', '.join(names)}", "agent")
-    script = None
-    if spec.agent == "scripted":
-        try:
-            resolve_script(spec.agent_config)
-        except AgentConfigError as exc:
-            raise Invalid(str(exc), "agent_config") from exc
-        script = BUILTIN_SCRIPTS.get(spec.agent_config.get("script", "cpu-demo")) \
-            if "steps" not in spec.agent_config else None
-    else:
-        try:
-            validate_agent_config(spec.agent, spec.agent_config)
-        except AgentConfigError as exc:
-            raise Invalid(str(exc), "agent_config") from exc
-    needs = agent_info(spec.agent).candidate_kind
-    kind = spec.candidate_kind or (script.candidate_kind if script else needs or CUDA)
-    if needs and kind != needs:
-        raise Invalid(f"the {spec.agent} agent writes {needs} candidates, not {kind}", "candidate_kind")
-    baseline = spec.baseline or (script.baseline if script and script.candidate_kind == kind else "")
-    if kind == PYTHON_CPU:
-        if not settings.allow_python_candidates:
-            raise Invalid("python-cpu candidates are disabled on this server "
-                          "(set SOCRATIC_ALLOW_PYTHON_CANDIDATES=1 for tests and demos)", "candidate_kind")
-        if not baseline or not PYTHON_TARGET.match(baseline):
-            raise Invalid("a python-cpu session needs a baseline given as module:function", "baseline")
-    else:
-        baseline = baseline or "kernels/attention/baseline.cu"
-        if not resolve_path(baseline).is_file():
-            raise Invalid(f"the baseline kernel does not exist: {baseline}", "baseline")
-    scenarios = [s.model_dump() for s in spec.scenarios] if spec.scenarios else None
-    if scenarios:
-        from harness.scenario import Scenario
-
-        for s in scenarios:
-            try:
-                Scenario.from_dict(s)
-            except ValueError as exc:
-                raise Invalid(str(exc), "scenarios") from exc
-    elif spec.suite_filter:
-        from harness.attention.suite import default_suite
-        from harness.suite import select as select_scenarios
-
-        try:
-            chosen = select_scenarios(default_suite(), "all", spec.suite_filter)
-        except ValueError as exc:
-            raise Invalid(str(exc), "suite_filter") from exc
-        if not chosen:
-            raise Invalid(f"no scenario matches the filter {spec.suite_filter!r}", "suite_filter")
-    if spec.goal_metric != "vs_baseline" and kind == PYTHON_CPU:
-        raise Invalid("python-cpu sessions time no peers: use the goal metric vs_baseline", "goal_metric")
-    thresholds = spec.thresholds.model_dump(exclude_unset=True)
-    if script is not None:
-        thresholds = {**script.thresholds, **thresholds}
-    return NewSession(kind, baseline, scenarios, {**spec.thresholds.model_dump(), **thresholds})
-
-
-def create_session(unit: Unit, spec: SessionCreate, settings: Settings) -> SteeringSession:
-    new = validate_new_session(spec, settings)
-    kind, baseline = new.kind, new.baseline
-    session = SteeringSession(
-        title=spec.title, agent=spec.agent, agent_config=spec.agent_config, candidate_kind=kind,
-        baseline=baseline, suite_filter=spec.suite_filter, scenarios=new.scenarios,
-        goal_metric=spec.goal_metric, goal_target=spec.goal_target,
-        thresholds=new.thresholds,
-        budget_steps=spec.budget.steps, budget_tokens=spec.budget.tokens,
-        budget_cost_usd=spec.budget.cost_usd, budget_seconds=spec.budget.seconds,
-    )
-    unit.db.add(session)
-    unit.db.flush()
-    unit.record(session, "session_created", {
-        "title": session.title, "agent": session.agent, "candidate_kind": kind, "baseline": baseline,
-        "goal": goals.describe(session.goal_metric, session.goal_target),
-    })
-    return session
 
 
 # -- lookups -------------------------------------------------------------------------------
@@ -200,6 +100,12 @@ def candidate_by_number(db: Session, session_id: int, number: int) -> Candidate:
 def evaluations_of(db: Session, candidate_id: int) -> Sequence[Evaluation]:
     return db.exec(select(Evaluation).where(Evaluation.candidate_id == candidate_id)
                    .order_by(col(Evaluation.id))).all()
+
+
+def latest_evaluation(db: Session, candidate_id: int, purpose: str) -> Evaluation | None:
+    """The candidate's newest evaluation of this purpose (`suite` or `retime`)."""
+    return db.exec(select(Evaluation).where(Evaluation.candidate_id == candidate_id, Evaluation.purpose == purpose)
+                   .order_by(col(Evaluation.id).desc())).first()
 
 
 def triggers_of(db: Session, session_id: int) -> Sequence[Trigger]:
@@ -377,6 +283,14 @@ def send_intervention(unit: Unit, session_id: int, msg: InterventionCreate) -> I
         "text": msg.text, "trigger_id": intervention.trigger_id,
     })
     return intervention
+
+
+def send_message(unit: Unit, session_id: int, msg: InterventionCreate) -> Intervention:
+    """A person's message; with `resume` it also resumes a paused or interrupted session."""
+    item = send_intervention(unit, session_id, msg)
+    if msg.resume and get_session(unit.db, session_id).status in (PAUSED, INTERRUPTED):
+        resume(unit, session_id, msg.author)
+    return item
 
 
 def deliverable(db: Session, session_id: int, turn_ended: bool) -> list[Intervention]:

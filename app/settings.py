@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import argparse
 import ipaddress
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -19,6 +21,21 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+class _Keys(BaseSettings):
+    """Secrets that keep their usual environment names (no SOCRATIC_ prefix)."""
+
+    model_config = SettingsConfigDict(extra="ignore")
+
+    anthropic_api_key: SecretStr | None = Field(default=None, validation_alias="ANTHROPIC_API_KEY")
+
+
+def anthropic_api_key() -> str | None:
+    """ANTHROPIC_API_KEY as the environment holds it now (the one place it is read), or None."""
+    key = _Keys().anthropic_api_key
+    value = key.get_secret_value().strip() if key is not None else ""
+    return value or None
 
 
 class Settings(BaseSettings):
@@ -72,6 +89,27 @@ class Settings(BaseSettings):
                 "(or --token) to a secret, or bind to 127.0.0.1"
             )
         return self
+
+    @property
+    def default_agent(self) -> str:
+        """What a new session gets when it names no agent (nor a script): claude with an API key,
+        the offline agent without."""
+        return "claude" if anthropic_api_key() else "offline"
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Settings:
+        """The environment (SOCRATIC_*) first, command-line flags over it."""
+        overrides: dict[str, Any] = {}
+        for flag, key in (("host", "host"), ("port", "port"), ("db", "db_url"), ("data_dir", "data_dir"),
+                          ("token", "token")):
+            value = getattr(args, flag, None)
+            if value is not None:
+                overrides[key] = value
+        if getattr(args, "allow_python_candidates", False):
+            overrides["allow_python_candidates"] = True
+        if overrides.get("db_url") and "://" not in overrides["db_url"]:
+            overrides["db_url"] = f"sqlite:///{overrides['db_url']}"  # a plain path means a SQLite file
+        return cls(**overrides)
 
     @property
     def token_value(self) -> str | None:

@@ -242,10 +242,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", metavar="OUT", help="also write the findings and resources as JSON")
     p.set_defaults(func=cmd_check)
 
-    from kernels.attention.family.cli import add_family_commands
-
-    add_family_commands(sub)
-
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="socratic", description=__doc__)

@@ -138,13 +138,14 @@ def evaluate_source(
 
 def evaluate_job(
     job: WorkerJob, *, kernel: str, suite: str = "all", executor: Executor | None = None,
-    progress: ProgressFn | None = None,
+    progress: ProgressFn | None = None, cancel: threading.Event | None = None,
 ) -> EvaluationReport:
-    """Evaluate already-built kernels (used by tests and by callers that compile themselves)."""
+    """Evaluate already-built kernels (used by tests and by callers that compile themselves).
+    Setting `cancel` kills the worker processes, as in evaluate_source."""
     executor = executor or LocalExecutor()
     started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
-    result = executor.run(job, progress)
+    result = executor.run(job, progress, cancel)
     return EvaluationReport(
         kernel=kernel, baseline=job.baseline.label if job.baseline else None,
         gpu=str(result.device.get("name", "")), suite=suite, scenarios=result.results,

@@ -3,8 +3,9 @@ a session into the bank. Every operation validates first and writes in one commi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
 
 from sqlmodel import Session, col, select
 
@@ -266,3 +267,49 @@ def promote_message(
     session.commit()
     session.refresh(question)
     return Promotion(question, created, linked)
+
+
+def answered_trigger_first(triggers: Sequence[str], answered: str | None) -> list[str]:
+    """A promoted message's triggers with the pause it was sent at first (when it is one of them):
+    ranking prefers a question's first trigger."""
+    out = list(triggers)
+    if answered is not None and answered in out:
+        out.remove(answered)
+        out.insert(0, answered)
+    return out
+
+
+class Message(Protocol):
+    """A message sent in a session, as the bank sees it (the server's interventions fit)."""
+
+    id: int | None
+    text: str
+    author: str
+
+
+M = TypeVar("M", bound=Message)
+
+
+@dataclass
+class Promotable(Generic[M]):
+    item: M
+    gain: float | None  # the leader gain credited to it, when its window closed
+
+
+def promotable_messages(session: Session, newest_first: Iterable[M], limit: int) -> list[Promotable[M]]:
+    """Messages people sent whose text is not in the bank yet (the ones worth promoting), each
+    text once, the newest `limit`, with the gain the bank credited to each."""
+    banked = {normalize_text(q.text) for q in session.exec(select(BankQuestion))}
+    seen: set[str] = set()
+    chosen: list[M] = []
+    for item in newest_first:
+        text = normalize_text(item.text)
+        if item.author == "bank" or text in banked or text in seen:
+            continue
+        seen.add(text)
+        chosen.append(item)
+        if len(chosen) >= limit:
+            break
+    gains = {u.intervention_ref: u.gain for u in session.exec(select(BankUse).where(
+        col(BankUse.intervention_ref).in_([str(i.id) for i in chosen])))}
+    return [Promotable(i, gains.get(str(i.id))) for i in chosen]

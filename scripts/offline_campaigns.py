@@ -28,16 +28,16 @@ from typing import Any
 from sqlmodel import col, select
 
 from app.context import ServerContext
-from app.db import Database
+from app.db import open_database
 from app.events import LiveNote
 from app.models import DONE, FAILED, INTERRUPTED, PAUSED, STOPPED, Candidate, Evaluation
+from app.new_session import create_session
 from app.runner.devices import DeviceQueue
 from app.runner.manager import RunnerManager
 from app.schemas import ScenarioIn, SessionCreate, ThresholdsIn
 from app.sessions import (
     Conflict,
     candidates_of,
-    create_session,
     get_session,
     interventions_of,
     resume,
@@ -80,7 +80,7 @@ def scenario_specs(names: tuple[str, ...]) -> list[ScenarioIn]:
     return out
 
 
-async def stop_at_budget(ctx: ServerContext, session_id: int, evaluations: int) -> None:
+async def stop_at_budget(ctx: ServerContext, runners: RunnerManager, session_id: int, evaluations: int) -> None:
     """Stop the session as soon as its evaluation budget is spent (before another one starts)."""
     queue = ctx.hub.subscribe(session_id)
     while True:
@@ -92,7 +92,7 @@ async def stop_at_budget(ctx: ServerContext, session_id: int, evaluations: int) 
             if session.status in FINAL or session.evaluations < evaluations:
                 continue
             stop(u, session_id, "campaign", f"the budget of {evaluations} evaluations is spent")
-        ctx.manager.changed(session_id)
+        runners.changed(session_id)
         return
 
 
@@ -177,12 +177,11 @@ async def campaign(args: argparse.Namespace) -> dict[str, Any]:
     data_dir = Path(args.data_dir).resolve() if args.data_dir else out / "data"
     settings = Settings(data_dir=data_dir, db_url=f"sqlite:///{db_path}", timing_budget_ms=args.timing_budget_ms,
                         peers=("cudnn",), trials=2, bank_semantic_search=False)
-    database = Database(settings.database_url)
-    database.upgrade()
+    database = open_database(settings)
     bank.on_startup(database, semantic=False)
     ctx = ServerContext(settings, database, devices=DeviceQueue(settings.gpu_poll_s))
     ctx.hub.bind_loop(asyncio.get_running_loop())
-    ctx.runners = RunnerManager(ctx)
+    runners = RunnerManager(ctx)
 
     ids: dict[str, int] = {}
     watchers = []
@@ -202,8 +201,8 @@ async def campaign(args: argparse.Namespace) -> dict[str, Any]:
             with database.session() as db:
                 set_policy(db, str(sid), AutoAskPolicy("at_once", max_in_a_row=20))
         ids[mode] = sid
-        watchers.append(asyncio.create_task(stop_at_budget(ctx, sid, args.evaluations)))
-        ctx.manager.ensure_running(sid)
+        watchers.append(asyncio.create_task(stop_at_budget(ctx, runners, sid, args.evaluations)))
+        runners.ensure_running(sid)
 
     t0 = time.monotonic()
     paused_since: dict[int, float] = {}
@@ -228,7 +227,7 @@ async def campaign(args: argparse.Namespace) -> dict[str, Any]:
                             print(f"session {sid}: cannot resume: {exc}", file=sys.stderr)
                 if status != PAUSED:
                     paused_since.pop(sid, None)
-            ctx.manager.changed(sid)
+            runners.changed(sid)
             statuses[mode] = status
         elapsed = time.monotonic() - t0
         if all(s in FINAL or s == INTERRUPTED for s in statuses.values()):
@@ -239,15 +238,15 @@ async def campaign(args: argparse.Namespace) -> dict[str, Any]:
                 with ctx.unit() as u:
                     if get_session(u.db, sid).status not in FINAL:
                         stop(u, sid, "campaign", "the campaign's time ran out")
-                ctx.manager.changed(sid)
+                runners.changed(sid)
             break
         await asyncio.sleep(0.5)
     for sid in ids.values():
         with contextlib.suppress(TimeoutError):
-            await ctx.manager.wait_idle(sid, timeout=60)
+            await runners.wait_idle(sid, timeout=60)
     for w in watchers:
         w.cancel()
-    await ctx.manager.shutdown()
+    await runners.shutdown()
     result: dict[str, Any] = {mode: leader_numbers(ctx, sid) for mode, sid in ids.items()}
     for mode, sid in ids.items():
         result[mode]["costs"] = evaluation_costs(ctx, sid)

@@ -70,3 +70,14 @@ def user_blocks(request: dict[str, Any]) -> list[dict[str, Any]]:
     last = request["messages"][-1]
     assert last["role"] == "user"
     return list(last["content"])
+
+
+def serve_claude_from(api: FakeMessagesAPI, monkeypatch: Any) -> None:
+    """Make the registry's `claude` agent talk to `api` (for sessions run by a real server)."""
+    from app.agents import registry
+    from app.agents.claude import ClaudeAgent
+
+    info = registry.agent_info("claude")
+    monkeypatch.setitem(registry._AGENTS, "claude", registry.AgentInfo(
+        "claude", info.description, lambda task, config: ClaudeAgent(task, config, client=api.client()),
+        info.validate))

@@ -12,14 +12,13 @@ from typing import Any
 
 import pytest
 
-from app.agents import registry
 from app.agents.base import AgentConfigError, Feedback, SteeringMessage, Task, ToolResult
 from app.agents.claude import ClaudeAgent, ClaudeConfig, price_of
 from app.agents.toolset import EVALUATE, WORKSPACE_TOOL_NAMES, WRITE_KERNEL
 from app.models import DECLARED_LIMIT, LEADER, PAUSED
 from app.runner.evaluation import CPU_SCENARIOS
 from app.steering.triggers import Thresholds, check_declared_limit
-from tests.claude_fake import FakeMessagesAPI, error, message, text, tool_use, user_blocks
+from tests.claude_fake import FakeMessagesAPI, error, message, serve_claude_from, text, tool_use, user_blocks
 from tests.server_support import CPU, events, running_app, wait_for, wait_status
 
 TASK = Task("attention-forward", "python-cpu", "geomean vs baseline >= 10 on all scenarios",
@@ -250,10 +249,7 @@ def test_claude_session_writes_evaluates_is_steered_at_a_tool_boundary_declares_
         message(tool_use("toolu_6", "declare_done", reason="Nothing is left to overlap."),
                 stop_reason="tool_use", cache_read=4000),
     ])
-    info = registry.agent_info("claude")
-    monkeypatch.setitem(registry._AGENTS, "claude", registry.AgentInfo(
-        "claude", info.description, lambda task, config: ClaudeAgent(task, config, client=api.client()),
-        info.validate))
+    serve_claude_from(api, monkeypatch)
 
     with running_app(tmp_path) as client:
         r = client.post("/api/sessions", json={

@@ -4,8 +4,10 @@ it says and the tool calls it wants). The runner executes the tool calls, never 
 candidates go to the harness, steering is delivered at tool boundaries, and the goal is
 checked on harness numbers only.
 
-Backends (the scripted test agent here; Claude, the offline search agent and MCP clients in
-later work) implement `Agent`; app/agents/registry.py maps names to factories."""
+Backends (scripted.py, claude.py, offline.py, mcp_agent.py) implement `Agent` and import
+only this module (and the tool catalog, toolset.py); app/agents/registry.py maps names to
+factories. Nothing here imports the runner: what an agent needs to know about the session
+(problem, goal, baseline, scenarios, the contract text, the tools) arrives in its `Task`."""
 
 from __future__ import annotations
 
@@ -13,59 +15,19 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-# The tools every agent may call; the runner implements them (app/runner/tools.py).
+# The names of the tools an agent may call: the agent's vocabulary. Each tool (name, schema,
+# handler, what the agent reads back) is defined once, in app/tools/; an agent gets the specs of
+# the tools it is offered in `Task.tools`.
 SUBMIT_CANDIDATE = "submit_candidate"
 READ_CANDIDATE = "read_candidate"
 LIST_CANDIDATES = "list_candidates"
 DECLARE_DONE = "declare_done"
-
-TOOL_SPECS: list[dict[str, Any]] = [
-    {
-        "name": SUBMIT_CANDIDATE,
-        "description": (
-            "Submit a complete kernel. The harness compiles it, checks it statically, verifies it "
-            "on fresh inputs and times it against the baseline; you get the results on the visible "
-            "scenarios and the judge's verdict (leader, backup or rejected)."
-        ),
-        "input_schema": {
-            "type": "object",
-            "properties": {
-                "source": {"type": "string", "description": "the whole kernel file"},
-                "title": {"type": "string", "description": "a few words on what changed"},
-                "notes": {"type": "string", "description": "why this should be faster"},
-                "parent": {"type": "integer", "description": "number of the candidate it edits"},
-            },
-            "required": ["source"],
-        },
-    },
-    {
-        "name": READ_CANDIDATE,
-        "description": "Read an earlier candidate's source and its visible results.",
-        "input_schema": {
-            "type": "object",
-            "properties": {"number": {"type": "integer"}},
-            "required": ["number"],
-        },
-    },
-    {
-        "name": LIST_CANDIDATES,
-        "description": "List the session's candidates with verdicts and visible speedups.",
-        "input_schema": {"type": "object", "properties": {}},
-    },
-    {
-        "name": DECLARE_DONE,
-        "description": (
-            "Say that you cannot improve the kernel further, and why. A person reviews it; the "
-            "session's goal is checked by the harness, not by this call."
-        ),
-        "input_schema": {
-            "type": "object",
-            "properties": {"reason": {"type": "string"}},
-            "required": ["reason"],
-        },
-    },
-]
-TOOL_NAMES = frozenset(t["name"] for t in TOOL_SPECS)
+# The workspace tools of model-driven agents (Claude, MCP clients): one working copy of the kernel.
+READ_KERNEL = "read_kernel"
+WRITE_KERNEL = "write_kernel"
+EDIT_KERNEL = "edit_kernel"
+EVALUATE = "evaluate"
+READ_FINDINGS = "read_findings"
 
 
 @dataclass
@@ -188,8 +150,9 @@ class Task:
     goal: str  # the stop condition, in words
     baseline_source: str
     visible_scenarios: list[dict[str, Any]]
-    tools: list[dict[str, Any]] = field(default_factory=lambda: list(TOOL_SPECS))
+    tools: list[dict[str, Any]] = field(default_factory=list)  # specs of the tools offered (app/tools/)
     session_id: int = 0  # the session the agent works for (0: none, e.g. in unit tests)
+    contract: str = ""  # the text of the ABI every kernel implements (contract.h, or the python-cpu rule)
 
 
 class Agent(ABC):
@@ -223,6 +186,10 @@ class Agent(ABC):
 
     async def close(self) -> None:  # noqa: B027 (optional hook)
         """Release clients or processes the agent holds."""
+
+
+class ToolError(Exception):
+    """A tool call the server refuses; the agent reads the message as the tool's result."""
 
 
 class AgentConfigError(ValueError):

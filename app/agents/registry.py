@@ -1,11 +1,10 @@
 """Agent backends by name: scripted (tests, demos), claude (the anthropic SDK), offline (a
 search over the kernel family, no model) and mcp (an outside client through /mcp). The
-session form and the API list what is registered; `default_agent_name` is what a new session
-gets when it names none: claude with an API key, the offline agent without."""
+session form and the API list what is registered; what a new session gets when it names none
+is the settings' `default_agent` (claude with an API key, the offline agent without)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -49,10 +48,6 @@ def validate_agent_config(name: str, config: dict[str, Any]) -> None:
         info.validate(config)
 
 
-def default_agent_name() -> str:
-    return "claude" if os.environ.get("ANTHROPIC_API_KEY", "").strip() else "offline"
-
-
 def available_agents() -> list[AgentInfo]:
     return sorted(_AGENTS.values(), key=lambda a: a.name)
 
@@ -69,7 +64,7 @@ def _claude(task: Task, config: dict[str, Any]) -> Agent:
 
 
 def _claude_config(config: dict[str, Any]) -> None:
-    from app.agents.claude import validate_config
+    from app.agents.claude_config import validate_config
 
     validate_config(config)
 

@@ -10,22 +10,19 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from app.db import Database
+from app.db import Database, open_database
+from app.settings import Settings
 
 
 def _database(args: argparse.Namespace) -> tuple[Database, str] | None:
     """The database the flags or the environment name, migrated to the newest schema."""
-    from app.serve import settings_from_args
-
     try:
-        settings = settings_from_args(args)
+        settings = Settings.from_args(args)
     except ValidationError as exc:
         for e in exc.errors():
             print(f"socratic trace: {e['msg'].removeprefix('Value error, ')}", file=sys.stderr)
         return None
-    database = Database(settings.database_url)
-    database.upgrade()
-    return database, settings.database_url
+    return open_database(settings), settings.database_url
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -4,11 +4,11 @@ out for a server-drawn SVG. Also the diff between any two kernels of the session
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 
 from app.audit.record import AuditRecord
 from app.models import Candidate
-from app.web.render import unified_diff
 
 NODE_W, NODE_H = 92, 44  # px, one node
 GAP_X, GAP_Y = 14, 34  # between siblings, between generations
@@ -109,7 +109,7 @@ def build_lineage(record: AuditRecord) -> Lineage:
 class KernelDiff:
     a: str  # "baseline" or a candidate number
     b: str
-    lines: list[tuple[str, str]]  # (css class, line) as app/web/render.unified_diff gives them
+    lines: list[tuple[str, str]]  # (css class, line) as unified_diff gives them
     added: int
     removed: int
     missing: str = ""  # why there is nothing to compare
@@ -148,3 +148,22 @@ def kernel_diff(record: AuditRecord, a: int | None, b: int | None) -> KernelDiff
     added = sum(1 for cls, _ in lines if cls == "add")
     removed = sum(1 for cls, _ in lines if cls == "del")
     return KernelDiff(key_a, key_b, lines, added, removed)
+
+
+def unified_diff(parent: str, child: str, parent_name: str, child_name: str) -> list[tuple[str, str]]:
+    """(css class, line) pairs of a unified diff, for the candidate and audit pages."""
+    out = []
+    for line in difflib.unified_diff(parent.splitlines(), child.splitlines(), parent_name, child_name,
+                                     lineterm="", n=3):
+        if line.startswith(("+++", "---")):
+            cls = "meta"
+        elif line.startswith("@@"):
+            cls = "hunk"
+        elif line.startswith("+"):
+            cls = "add"
+        elif line.startswith("-"):
+            cls = "del"
+        else:
+            cls = "ctx"
+        out.append((cls, line))
+    return out

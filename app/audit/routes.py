@@ -21,9 +21,9 @@ from app.audit.lineage import build_lineage, kernel_diff, parse_ref
 from app.audit.record import AuditRecord, load_record
 from app.audit.summary import audit_summary
 from app.audit.timeline import FILTER_KINDS, counts_by_kind, filter_timeline, timeline
-from app.context import ServerContext
 from app.sessions import Invalid, NotFound
 from app.web import render
+from app.web.deps import get_ctx
 
 router = APIRouter(include_in_schema=False)
 api_router = APIRouter(prefix="/api", tags=["audit"])
@@ -31,14 +31,9 @@ TIMELINE_PAGE = 500  # events per timeline page
 MAX_TRACE_BYTES = 256 * 1024 * 1024
 
 
-def _ctx(request: Request) -> ServerContext:
-    ctx: ServerContext = request.app.state.ctx
-    return ctx
-
-
 def _record(request: Request, session_id: int, reports: bool = False) -> AuditRecord:
     """The session's record; with the harness reports only for views that draw scenarios."""
-    with _ctx(request).database.session() as db:
+    with get_ctx(request).database.session() as db:
         return load_record(db, session_id, reports=reports)
 
 
@@ -147,7 +142,7 @@ async def import_upload(request: Request) -> Response:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return _import_error(request, "the file is not UTF-8 text")
-    database = _ctx(request).database
+    database = get_ctx(request).database
 
     def store() -> int:
         with database.session() as db:

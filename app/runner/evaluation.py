@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.models import CUDA, PYTHON_CPU
-from harness.executor import ExecutionResult, Executor, LocalExecutor, ProgressFn
+from harness.executor import LocalExecutor, ProgressFn
 from harness.problem import KernelSpec
 from harness.report import EvaluationReport
 from harness.scenario import Scenario
@@ -20,6 +20,12 @@ from harness.worker import WorkerJob
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PYTHON_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+CONTRACT = PROJECT_ROOT / "kernels" / "attention" / "contract.h"
+PYTHON_CONTRACT = (
+    "python-cpu session: a kernel is a `module:function` target importable by the harness's worker "
+    "(e.g. tests.cpu_kernels:correct). The function receives AttentionBuffers (q, k, v, o, causal, scale, "
+    "workspace) and returns 0 on success or a CUDA-style error code."
+)
 
 # Small shapes for python-cpu sessions: the CPU computes the fp32 reference of each.
 CPU_SCENARIOS: list[Scenario] = [
@@ -39,18 +45,6 @@ class Implementation:
     kind: str
     ref: str  # file path (cuda) or module:function (python-cpu)
     label: str
-
-
-class CancellableExecutor(Executor):
-    """LocalExecutor with a cancel event fixed in advance (evaluate_job takes none)."""
-
-    def __init__(self, cancel: threading.Event) -> None:
-        self._inner = LocalExecutor()
-        self._cancel = cancel
-
-    def run(self, job: WorkerJob, progress: ProgressFn | None = None,
-            cancel: threading.Event | None = None) -> ExecutionResult:
-        return self._inner.run(job, progress, cancel or self._cancel)
 
 
 _shared: LocalExecutor | None = None
@@ -73,6 +67,11 @@ def close_shared_executor() -> None:
         executor, _shared = _shared, None
     if executor is not None:
         executor.close()
+
+
+def contract_text(kind: str) -> str:
+    """The ABI every kernel of this kind implements, as the agent reads it."""
+    return PYTHON_CONTRACT if kind == PYTHON_CPU else CONTRACT.read_text()
 
 
 def resolve_path(ref: str) -> Path:
@@ -114,8 +113,7 @@ def evaluate(candidate: Implementation, against: Implementation, scenarios: list
             baseline=KernelSpec(against.label, "python", against.ref),
             scenarios=scenarios, settings=settings,
         )
-        return evaluate_job(job, kernel=candidate.ref, suite=suite,
-                            executor=CancellableExecutor(cancel), progress=progress)
+        return evaluate_job(job, kernel=candidate.ref, suite=suite, progress=progress, cancel=cancel)
     raise ValueError(f"unknown candidate kind {candidate.kind!r}")
 
 

@@ -1,1 +1,10 @@
-"""Steering: the strict judge, the goal, the triggers that pause a session, and suggested questions."""
+"""Steering: what decides, pauses and suggests.
+
+Start here:
+  judge.py           the strict judge (leader, backup, rejected; re-time against the leader)
+  goal.py            the goal and its check on harness numbers
+  triggers.py        plateau, declared limit, suspicious win, budget, manual
+  suggestions.py     the pause banner's suggested questions (the bank plugs in a provider)
+  bank.py            thin adapter to question_bank/: suggestions, evidence, the pause as auto-ask sees it
+  bank_actions.py    people's bank actions about a session: promote a message, ranking, auto-ask policy
+"""

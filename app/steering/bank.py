@@ -1,12 +1,12 @@
-"""The question bank inside steering: ranked suggestions for a pause, evidence credited from
-deliveries and evaluations, and the bank's auto-ask while a paused session waits for a person.
+"""The question bank inside steering, a thin adapter: ranked suggestions for a pause, evidence
+credited from deliveries and evaluations, and the pause as the bank's auto-ask policy sees it.
 
 The bank's domain lives in question_bank/; this module only translates between it and the
-server's sessions, triggers and interventions."""
+server's sessions, triggers and interventions. The waiting itself (a paused runner letting
+the bank ask when its policy comes due) is the runner's: app/runner/pause.py."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from typing import TYPE_CHECKING, Any
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from sqlmodel import Session, col, select
 
 from app.models import MANUAL, PAUSED, Intervention, SteeringSession, Trigger
-from question_bank.auto_ask import AutoAsker, PauseState
+from question_bank.auto_ask import PauseState
 from question_bank.evidence import DEFAULT_WINDOW, record_evaluation, record_use
 from question_bank.models import Author, BankUse
 from question_bank.ranking import RankedQuestion, rank_for_pause
@@ -22,7 +22,6 @@ from question_bank.semantic import default_embedder
 from question_bank.store import ensure_starter_bank
 
 if TYPE_CHECKING:
-    from app.context import ServerContext
     from app.db import Database
     from app.steering.suggestions import Suggestion
 
@@ -136,63 +135,3 @@ def bank_asks_in_a_row(db: Session, session_id: int) -> int:
             break
         count += 1
     return count
-
-
-class _NotDelivered(Exception):
-    pass
-
-
-def auto_ask_step(ctx: ServerContext, session_id: int, asker: AutoAsker) -> float | None:
-    """Ask now if the session's policy says so. Returns seconds until the bank should look again
-    (0: it asked, or the session is no longer paused), or None: not during this pause."""
-    from app.schemas import InterventionCreate
-    from app.sessions import Conflict, resume, send_intervention
-
-    try:
-        with ctx.unit() as u:
-            session = u.db.get(SteeringSession, session_id)
-            if session is None or session.status != PAUSED:
-                return 0.0
-            pause = pause_state(u.db, session)
-            if pause is None:
-                return None
-            wait = asker.seconds_until_due(u.db, pause)
-            if wait is None or wait > 0:
-                return wait
-
-            def deliver(question: Any, reason: str) -> int:
-                msg = InterventionCreate(text=question.text, kind=question.kind, mode="steer", author=BANK_AUTHOR)
-                intervention = send_intervention(u, session_id, msg)
-                u.record(session, "bank_asked", {"intervention_id": intervention.id, "reason": reason,
-                                                 "trigger": pause.trigger})
-                try:
-                    resume(u, session_id, BANK_AUTHOR)
-                except Conflict as exc:
-                    raise _NotDelivered(str(exc)) from exc
-                return intervention.id or 0
-
-            asked = asker.ask_if_due(u.db, pause, eval_index=session.evaluations, leader=session.leader_speedup,
-                                     deliver=deliver, commit=False)
-            return 0.0 if asked is not None else None
-    except _NotDelivered as exc:
-        log.info("session %s: the bank did not ask (%s)", session_id, exc)
-        return None
-
-
-async def wait_while_paused(ctx: ServerContext, session_id: int, wake: asyncio.Event,
-                            asker: AutoAsker | None = None) -> None:
-    """What a paused runner does instead of waiting for a person only: wait for a wake-up, but
-    if the session's auto-ask policy comes due first, let the bank ask (which resumes it)."""
-    asker = asker or AutoAsker()
-    while True:
-        delay = auto_ask_step(ctx, session_id, asker)
-        if delay is None:
-            await wake.wait()
-            return
-        if delay <= 0:
-            return
-        try:
-            await asyncio.wait_for(wake.wait(), timeout=delay)
-            return
-        except TimeoutError:
-            continue

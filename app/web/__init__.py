@@ -1,1 +1,14 @@
-"""The HTTP face of the server: app factory, JSON API, pages, websockets, rendering, security."""
+"""The HTTP face of the server. Routes translate only: validate, make one domain call through
+deps.Steering (unit of work, wake the runner, read back), render or answer.
+
+Start here:
+  app.py             the application: lifespan, middleware, routers, error handlers
+  deps.py            dependency injection: Ctx, Runners, Db, Steer
+  api.py             the JSON API (OpenAPI at /openapi.json)
+  pages.py           dashboard, session, candidate, login, API index
+  ws.py              the session websocket (replay, live events, steering messages)
+  bank_schemas.py    the question bank's API schemas; bank_api.py its JSON API; bank_pages.py its pages
+  render.py          Jinja environment, fragments, the speedup chart
+  security.py        token, same-origin, CSP
+  mcp.py             the /mcp endpoint for outside agents
+"""

@@ -1,17 +1,18 @@
 """The JSON API: everything the pages do, described by the OpenAPI document at /openapi.json.
-Routes only translate: validate (schemas), open a unit, call app.sessions, wake the runner."""
+Routes only translate: validate (schemas), make one domain call through `Steer` (one unit of
+work, then the runner is woken; app/web/deps.py), and read the result back."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request, status
+from fastapi import APIRouter, Query, status
 from sqlmodel import Session
 
 from app.agents.registry import available_agents
 from app.agents.scripts import BUILTIN_SCRIPTS
-from app.context import ServerContext
 from app.events import events_after
+from app.new_session import open_session
 from app.schemas import (
     ActionIn,
     AgentPublic,
@@ -34,27 +35,26 @@ from app.sessions import (
     list_sessions,
     public_candidate,
     public_session,
+    send_message,
     triggers_of,
+    update_session,
+)
+from app.sessions import (
+    pause as pause_session,
+)
+from app.sessions import (
+    resume as resume_session,
+)
+from app.sessions import (
+    start as start_run,
+)
+from app.sessions import (
+    stop as stop_session,
 )
 from app.steering.suggestions import suggest
+from app.web.deps import Ctx, Db, Steer
 
 router = APIRouter(prefix="/api")
-
-
-def get_ctx(request: Request) -> ServerContext:
-    ctx: ServerContext = request.app.state.ctx
-    return ctx
-
-
-Ctx = Annotated[ServerContext, Depends(get_ctx)]
-
-
-def read_db(ctx: Ctx) -> Any:
-    with ctx.database.session() as db:
-        yield db
-
-
-Db = Annotated[Session, Depends(read_db)]
 
 
 @router.get("/health", tags=["server"])
@@ -76,103 +76,54 @@ async def sessions_index(db: Db) -> list[dict[str, Any]]:
 
 
 @router.post("/sessions", response_model=SessionPublic, status_code=status.HTTP_201_CREATED, tags=["sessions"])
-async def create(spec: SessionCreate, ctx: Ctx) -> dict[str, Any]:
-    from app.sessions import create_session, start
-
-    with ctx.unit() as u:
-        session = create_session(u, spec, ctx.settings)
-        if spec.start:
-            start(u, session.id or 0)
-    if spec.start:
-        ctx.manager.ensure_running(session.id or 0)
-    with ctx.database.session() as db:
-        return public_session(db, get_session(db, session.id or 0))
+async def create(spec: SessionCreate, ctx: Ctx, steer: Steer) -> dict[str, Any]:
+    session = steer.act(None, lambda u: open_session(u, spec, ctx.settings))
+    return steer.read(lambda db: _session(db, session.id or 0))
 
 
 @router.get("/sessions/{session_id}", response_model=SessionPublic, tags=["sessions"])
 async def read(session_id: int, db: Db) -> dict[str, Any]:
-    return public_session(db, get_session(db, session_id))
+    return _session(db, session_id)
 
 
 @router.patch("/sessions/{session_id}", response_model=SessionPublic, tags=["sessions"])
-async def update(session_id: int, change: SessionUpdate, ctx: Ctx) -> dict[str, Any]:
-    from app.sessions import update_session
-
-    with ctx.unit() as u:
-        update_session(u, session_id, change)
-    ctx.manager.changed(session_id)
-    with ctx.database.session() as db:
-        return public_session(db, get_session(db, session_id))
+async def update(session_id: int, change: SessionUpdate, steer: Steer) -> dict[str, Any]:
+    return steer.act_and_read(session_id, lambda u: update_session(u, session_id, change),
+                              lambda db: _session(db, session_id))
 
 
 @router.post("/sessions/{session_id}/start", response_model=SessionPublic, tags=["steering"])
-async def start_session(session_id: int, ctx: Ctx) -> dict[str, Any]:
-    from app.sessions import start
-
-    with ctx.unit() as u:
-        start(u, session_id)
-    ctx.manager.ensure_running(session_id)
-    with ctx.database.session() as db:
-        return public_session(db, get_session(db, session_id))
+async def start_session(session_id: int, steer: Steer) -> dict[str, Any]:
+    return steer.act_and_read(session_id, lambda u: start_run(u, session_id), lambda db: _session(db, session_id))
 
 
 @router.post("/sessions/{session_id}/pause", response_model=TriggerPublic, tags=["steering"])
-async def pause(session_id: int, ctx: Ctx, action: ActionIn | None = None) -> dict[str, Any]:
-    from app.sessions import pause as pause_session
-
+async def pause(session_id: int, steer: Steer, action: ActionIn | None = None) -> dict[str, Any]:
     action = action or ActionIn()
-    with ctx.unit() as u:
-        trigger = pause_session(u, session_id, action.author, action.reason)
-    ctx.manager.changed(session_id)
-    with ctx.database.session() as db:
-        return _trigger(trigger, db)
+    trigger = steer.act(session_id, lambda u: pause_session(u, session_id, action.author, action.reason))
+    return steer.read(lambda db: _trigger(trigger, db))
 
 
 @router.post("/sessions/{session_id}/resume", response_model=SessionPublic, tags=["steering"])
-async def resume(session_id: int, ctx: Ctx, action: ActionIn | None = None) -> dict[str, Any]:
-    from app.sessions import resume as resume_session
-
-    action = action or ActionIn()
-    with ctx.unit() as u:
-        resume_session(u, session_id, action.author)
-    ctx.manager.changed(session_id)
-    with ctx.database.session() as db:
-        return public_session(db, get_session(db, session_id))
+async def resume(session_id: int, steer: Steer, action: ActionIn | None = None) -> dict[str, Any]:
+    author = (action or ActionIn()).author
+    return steer.act_and_read(session_id, lambda u: resume_session(u, session_id, author),
+                              lambda db: _session(db, session_id))
 
 
 @router.post("/sessions/{session_id}/stop", response_model=SessionPublic, tags=["steering"])
-async def stop(session_id: int, ctx: Ctx, action: ActionIn | None = None) -> dict[str, Any]:
-    from app.sessions import stop as stop_session
-
+async def stop(session_id: int, steer: Steer, action: ActionIn | None = None) -> dict[str, Any]:
     action = action or ActionIn()
-    with ctx.unit() as u:
-        stop_session(u, session_id, action.author, action.reason)
-    ctx.manager.changed(session_id)
-    with ctx.database.session() as db:
-        return public_session(db, get_session(db, session_id))
+    return steer.act_and_read(session_id, lambda u: stop_session(u, session_id, action.author, action.reason),
+                              lambda db: _session(db, session_id))
 
 
 @router.post("/sessions/{session_id}/interventions", response_model=InterventionPublic,
              status_code=status.HTTP_201_CREATED, tags=["steering"])
-async def intervene(session_id: int, msg: InterventionCreate, ctx: Ctx) -> dict[str, Any]:
+async def intervene(session_id: int, msg: InterventionCreate, steer: Steer) -> dict[str, Any]:
     """Send a question or information: `steer` delivers it at the next tool boundary, `queue`
     when the agent's turn ends. With `resume` (default) a paused session resumes."""
-    item = send_and_maybe_resume(ctx, session_id, msg)
-    return item
-
-
-def send_and_maybe_resume(ctx: ServerContext, session_id: int, msg: InterventionCreate) -> dict[str, Any]:
-    from app.models import INTERRUPTED, PAUSED
-    from app.sessions import resume as resume_session
-    from app.sessions import send_intervention
-
-    with ctx.unit() as u:
-        item = send_intervention(u, session_id, msg)
-        session = get_session(u.db, session_id)
-        if msg.resume and session.status in (PAUSED, INTERRUPTED):
-            resume_session(u, session_id, msg.author)
-    ctx.manager.changed(session_id)
-    return item.model_dump()
+    return steer.act(session_id, lambda u: send_message(u, session_id, msg)).model_dump()
 
 
 @router.get("/sessions/{session_id}/interventions", response_model=list[InterventionPublic], tags=["steering"])
@@ -206,6 +157,10 @@ async def candidate(session_id: int, number: int, db: Db) -> dict[str, Any]:
     c = candidate_by_number(db, session_id, number)
     return {**public_candidate(db, c), "source": c.source,
             "evaluations": [e.model_dump() for e in evaluations_of(db, c.id or 0)]}
+
+
+def _session(db: Session, session_id: int) -> dict[str, Any]:
+    return public_session(db, get_session(db, session_id))
 
 
 def _trigger(t: Any, db: Session | None = None) -> dict[str, Any]:

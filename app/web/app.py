@@ -14,15 +14,14 @@ from fastapi.staticfiles import StaticFiles
 
 from app.audit import routes as audit_routes
 from app.context import ServerContext
-from app.db import Database
+from app.db import open_database
 from app.runner.devices import DeviceQueue
 from app.runner.manager import RunnerManager
 from app.runner.states import InvalidTransition
 from app.sessions import Conflict, Invalid, NotFound
 from app.settings import Settings
 from app.steering import bank
-from app.web import api, pages, render, ws
-from app.web import bank as bank_web
+from app.web import api, bank_api, bank_pages, pages, render, ws
 from app.web import mcp as mcp_web
 from app.web.security import make_middleware
 
@@ -34,19 +33,19 @@ def create_app(settings: Settings | None = None, *, devices: DeviceQueue | None 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        database = Database(settings.database_url)
-        await asyncio.to_thread(database.upgrade)  # alembic migrations, every start
+        database = await asyncio.to_thread(open_database, settings)  # alembic migrations, every start
         await asyncio.to_thread(bank.on_startup, database, semantic=settings.bank_semantic_search)
         ctx = ServerContext(settings, database, devices=devices or DeviceQueue(settings.gpu_poll_s))
         ctx.hub.bind_loop(asyncio.get_running_loop())
-        ctx.runners = RunnerManager(ctx)
-        ctx.runners.recover()  # running -> interrupted; paused stay paused
+        runners = RunnerManager(ctx)
+        runners.recover()  # running -> interrupted; paused stay paused
         app.state.ctx = ctx
+        app.state.runners = runners
         try:
             async with mcp.running(ctx):
                 yield
         finally:
-            await ctx.runners.shutdown()
+            await runners.shutdown()
             database.dispose()
 
     app = FastAPI(
@@ -64,8 +63,8 @@ def create_app(settings: Settings | None = None, *, devices: DeviceQueue | None 
     app.include_router(pages.router)
     app.include_router(audit_routes.router)
     app.include_router(audit_routes.api_router)
-    app.include_router(bank_web.api_router)
-    app.include_router(bank_web.pages_router)
+    app.include_router(bank_api.router)
+    app.include_router(bank_pages.router)
     app.state.mcp = mcp
     app.router.routes.append(mcp.route())
     app.include_router(mcp_web.router)

@@ -1,6 +1,6 @@
 """The MCP endpoint (/mcp, streamable HTTP, the `mcp` SDK's low-level server): an outside
 agent such as Claude Code drives a session whose agent is `mcp` through the same workspace
-tools Claude uses (app/agents/toolset.py). Calls go through the session's bridge to its
+tools Claude uses (the table in app/tools/table.py). Calls go through the session's bridge to its
 runner (app/agents/mcp_agent.py), so pauses, steering and the judge apply to them.
 
 One token per session: `Authorization: Bearer <token>` names the session. Tokens are an HMAC
@@ -30,12 +30,12 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from app.agents.mcp_agent import bridge_for, drop_all_bridges
-from app.agents.toolset import WORKSPACE_TOOL_NAMES, WORKSPACE_TOOL_SPECS
 from app.context import ServerContext
 from app.models import INTERRUPTED, PAUSED
 from app.runner.states import FINAL_STATES
 from app.sessions import NotFound, get_session
 from app.settings import Settings, is_loopback
+from app.tools.table import WORKSPACE_TOOL_NAMES, WORKSPACE_TOOL_SPECS
 
 PATH = "/mcp"
 AGENT = "mcp"

@@ -1,6 +1,7 @@
 """Server-rendered pages: the dashboard (sessions and the new-session form), the session view
 (live over the websocket), the candidate view, sign-in, and the API index. Forms post to the
-same domain functions the JSON API uses."""
+same domain functions the JSON API uses, through the same act / wake / read helper
+(app/web/deps.py)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
-from app.agents.registry import available_agents, default_agent_name
+from app.agents.claude_config import DEFAULT_MODEL
+from app.agents.registry import available_agents
 from app.agents.scripts import BUILTIN_SCRIPTS
-from app.context import ServerContext
+from app.audit.lineage import unified_diff
 from app.events import events_after
 from app.models import Candidate, Intervention
+from app.new_session import open_session
 from app.schemas import ActionIn, BudgetIn, SessionCreate, ThresholdsIn
 from app.sessions import (
     Invalid,
@@ -22,22 +25,18 @@ from app.sessions import (
     count_rows,
     evaluations_of,
     list_sessions,
+    resume,
     session_view,
 )
 from app.steering import goal as goals
 from app.web import render
+from app.web.deps import Ctx, Steer, get_ctx
 from app.web.security import COOKIE
+from kernels.attention.family.space import LAYERS as FAMILY_LAYERS
 
 router = APIRouter(include_in_schema=False)
 
-FAMILY_LAYERS = ("tiling", "memory", "math", "scheduling", "masking")  # kernels/attention/family's layers
-DEFAULT_MODEL = "claude-sonnet-5-5"  # app/agents/claude.py's default (not imported: the SDK loads lazily)
 TRACE_ON_PAGE = 2000  # events rendered with the page; older ones stay in the API
-
-
-def _ctx(request: Request) -> ServerContext:
-    ctx: ServerContext = request.app.state.ctx
-    return ctx
 
 
 def page(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
@@ -51,7 +50,7 @@ async def dashboard(request: Request) -> HTMLResponse:
 
 async def _dashboard(request: Request, form: dict[str, Any] | None = None, error: str = "",
                      status_code: int = 200) -> HTMLResponse:
-    ctx = _ctx(request)
+    ctx = get_ctx(request)
     with ctx.database.session() as db:
         rows = [{"session": s, "goal": goals.describe(s.goal_metric, s.goal_target),
                  "candidates": count_rows(db, Candidate, s.id or 0),
@@ -60,13 +59,13 @@ async def _dashboard(request: Request, form: dict[str, Any] | None = None, error
                if s.candidate_kind == "cuda" or ctx.settings.allow_python_candidates]
     gpu = await ctx.devices.gpu_available()
     return page(request, "dashboard.html", status_code, rows=rows, agents=available_agents(), scripts=scripts,
-                default_agent=default_agent_name(), layers=FAMILY_LAYERS, default_model=DEFAULT_MODEL,
+                default_agent=ctx.settings.default_agent, layers=FAMILY_LAYERS, default_model=DEFAULT_MODEL,
                 metrics=goals.GOAL_METRICS, thresholds=ThresholdsIn(), form=form or {}, error=error,
                 default_script="gpu-demo" if gpu or not ctx.settings.allow_python_candidates else "cpu-demo",
                 gpu=gpu)
 
 
-def session_spec_from_form(form: dict[str, str]) -> SessionCreate:
+def session_spec_from_form(form: dict[str, str], default_agent: str) -> SessionCreate:
     """The new-session form as a SessionCreate (raises ValidationError or Invalid)."""
 
     def number(key: str, cast: type[int] | type[float]) -> Any:
@@ -84,7 +83,7 @@ def session_spec_from_form(form: dict[str, str]) -> SessionCreate:
         if value is not None:
             thresholds[key] = value
     minutes = number("budget_minutes", float)
-    agent = form.get("agent") or default_agent_name()
+    agent = form.get("agent") or default_agent
     return SessionCreate(
         title=form.get("title", ""),
         agent=agent,
@@ -116,40 +115,29 @@ def agent_config_from_form(agent: str, form: dict[str, str], number: Any) -> dic
 
 
 @router.post("/sessions", response_class=HTMLResponse)
-async def create_from_form(request: Request) -> Response:
-    from app.sessions import create_session, start
-
-    ctx = _ctx(request)
+async def create_from_form(request: Request, ctx: Ctx, steer: Steer) -> Response:
     form = {k: str(v) for k, v in (await request.form()).items()}
     try:
-        spec = session_spec_from_form(form)
-        with ctx.unit() as u:
-            session = create_session(u, spec, ctx.settings)
-            start(u, session.id or 0)
+        spec = session_spec_from_form(form, ctx.settings.default_agent)
+        session = steer.act(None, lambda u: open_session(u, spec, ctx.settings))
     except ValidationError as exc:
         message = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors())
         return await _dashboard(request, form, message, 422)
     except Invalid as exc:
         return await _dashboard(request, form, str(exc), 422)
-    ctx.manager.ensure_running(session.id or 0)
     return RedirectResponse(f"/sessions/{session.id}", status_code=303)
 
 
 @router.post("/sessions/{session_id}/resume")
-async def resume_from_form(request: Request, session_id: int) -> Response:
+async def resume_from_form(session_id: int, steer: Steer) -> Response:
     """The dashboard's one-click resume of an interrupted (or paused) session."""
-    from app.sessions import resume
-
-    ctx = _ctx(request)
-    with ctx.unit() as u:
-        resume(u, session_id, ActionIn().author)
-    ctx.manager.changed(session_id)
+    steer.act(session_id, lambda u: resume(u, session_id, ActionIn().author))
     return RedirectResponse(f"/sessions/{session_id}", status_code=303)
 
 
 @router.get("/sessions/{session_id}", response_class=HTMLResponse)
 async def session_page(request: Request, session_id: int) -> HTMLResponse:
-    ctx = _ctx(request)
+    ctx = get_ctx(request)
     with ctx.database.session() as db:
         view = session_view(db, session_id)
         last_seq = view.session.last_seq
@@ -161,13 +149,13 @@ async def session_page(request: Request, session_id: int) -> HTMLResponse:
 
 @router.get("/sessions/{session_id}/candidates/{number}", response_class=HTMLResponse)
 async def candidate_page(request: Request, session_id: int, number: int) -> HTMLResponse:
-    ctx = _ctx(request)
+    ctx = get_ctx(request)
     with ctx.database.session() as db:
         view = session_view(db, session_id)
         c = candidate_by_number(db, session_id, number)
         parent = db.get(Candidate, c.parent_id) if c.parent_id else None
         evaluations = list(evaluations_of(db, c.id or 0))
-    diff = render.unified_diff(parent.source, c.source, f"#{parent.number}", f"#{c.number}") if parent else []
+    diff = unified_diff(parent.source, c.source, f"#{parent.number}", f"#{c.number}") if parent else []
     return page(request, "candidate.html", s=view.session, c=c, parent=parent, evaluations=evaluations, diff=diff)
 
 
@@ -192,7 +180,7 @@ async def login_form(request: Request, next: str = "/") -> HTMLResponse:
 async def login(request: Request) -> Response:
     from app.web.security import check_token
 
-    ctx = _ctx(request)
+    ctx = get_ctx(request)
     form = await request.form()
     token = str(form.get("token", ""))
     target = str(form.get("next", "/"))

@@ -4,7 +4,6 @@ text), the htmx fragments pushed over websockets, the speedup chart as SVG, and 
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -203,22 +202,3 @@ def events_fragment(events: list[Event], last_seq: int) -> str:
 
 def note_fragment(note: LiveNote) -> str:
     return render("fragments/activity.html", note=note, oob=True)
-
-
-def unified_diff(parent: str, child: str, parent_name: str, child_name: str) -> list[tuple[str, str]]:
-    """(css class, line) pairs of a unified diff, for the candidate page."""
-    out = []
-    for line in difflib.unified_diff(parent.splitlines(), child.splitlines(), parent_name, child_name,
-                                     lineterm="", n=3):
-        if line.startswith(("+++", "---")):
-            cls = "meta"
-        elif line.startswith("@@"):
-            cls = "hunk"
-        elif line.startswith("+"):
-            cls = "add"
-        elif line.startswith("-"):
-            cls = "del"
-        else:
-            cls = "ctx"
-        out.append((cls, line))
-    return out

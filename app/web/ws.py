@@ -12,18 +12,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
 from app.context import ServerContext
-from app.events import LiveNote, events_after
+from app.events import LiveNote, Unit, events_after
 from app.models import Event
 from app.runner.states import InvalidTransition
 from app.schemas import InterventionCreate
-from app.sessions import Conflict, Invalid, NotFound, get_session
+from app.sessions import Conflict, Invalid, NotFound, get_session, pause, resume, send_message, stop
 from app.web import render
+from app.web.deps import Steering, get_ctx, get_runners
 from app.web.security import same_origin, token_ok
 
 router = APIRouter()
@@ -32,7 +34,7 @@ REPLAY_BATCH = 200
 
 @router.websocket("/ws/sessions/{session_id}")
 async def session_socket(websocket: WebSocket, session_id: int) -> None:
-    ctx: ServerContext = websocket.app.state.ctx
+    ctx = get_ctx(websocket)
     if not token_ok(ctx.settings, websocket) or not same_origin(websocket):
         await websocket.close(code=1008)
         return
@@ -48,7 +50,7 @@ async def session_socket(websocket: WebSocket, session_id: int) -> None:
             return
     await websocket.accept()
     queue = ctx.hub.subscribe(session_id)  # before the backlog: nothing falls in between
-    reader = asyncio.create_task(_read_steering(websocket, ctx, session_id))
+    reader = asyncio.create_task(_read_steering(websocket, Steering(ctx, get_runners(websocket)), session_id))
     try:
         last_sent = await _replay(websocket, ctx, session_id, after)
         while True:
@@ -111,7 +113,7 @@ async def _send_events(websocket: WebSocket, ctx: ServerContext, session_id: int
     return last_sent
 
 
-async def _read_steering(websocket: WebSocket, ctx: ServerContext, session_id: int) -> None:
+async def _read_steering(websocket: WebSocket, steer: Steering, session_id: int) -> None:
     """Steering messages from the page: {"action": "send"|"pause"|"resume"|"stop", ...}."""
     while True:
         raw = await websocket.receive_text()
@@ -119,16 +121,13 @@ async def _read_steering(websocket: WebSocket, ctx: ServerContext, session_id: i
             message = json.loads(raw)
             if not isinstance(message, dict):
                 raise ValueError("a steering message is a JSON object")
-            reply = handle_steering(ctx, session_id, message)
+            reply = handle_steering(steer, session_id, message)
         except (ValidationError, Invalid, Conflict, InvalidTransition, NotFound, ValueError) as exc:
             reply = render.render("fragments/composer_status.html", error=True, message=_message(exc))
         await websocket.send_text(reply)
 
 
-def handle_steering(ctx: ServerContext, session_id: int, message: dict[str, Any]) -> str:
-    from app.sessions import pause, resume, stop
-    from app.web.api import send_and_maybe_resume
-
+def handle_steering(steer: Steering, session_id: int, message: dict[str, Any]) -> str:
     action = message.get("action", "send")
     author = "person"
     if action == "send":
@@ -136,19 +135,17 @@ def handle_steering(ctx: ServerContext, session_id: int, message: dict[str, Any]
             text=str(message.get("text", "")), kind=message.get("kind", "question"),
             mode=message.get("mode", "steer"), author=author, resume=bool(message.get("resume")),
         )
-        send_and_maybe_resume(ctx, session_id, msg)
+        steer.act(session_id, lambda u: send_message(u, session_id, msg))
         return render.render("fragments/composer.html", oob=True, error=False,
                              message=f"{msg.kind.capitalize()} sent ({msg.mode}).")
-    with ctx.unit() as u:
-        if action == "pause":
-            pause(u, session_id, author)
-        elif action == "resume":
-            resume(u, session_id, author)
-        elif action == "stop":
-            stop(u, session_id, author)
-        else:
-            raise ValueError(f"unknown action {action!r}")
-    ctx.manager.changed(session_id)
+    actions: dict[str, Callable[[Unit], object]] = {
+        "pause": lambda u: pause(u, session_id, author),
+        "resume": lambda u: resume(u, session_id, author),
+        "stop": lambda u: stop(u, session_id, author),
+    }
+    if action not in actions:
+        raise ValueError(f"unknown action {action!r}")
+    steer.act(session_id, actions[action])
     return render.render("fragments/composer_status.html", error=False, message=f"{action} done.")
 
 

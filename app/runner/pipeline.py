@@ -1,0 +1,318 @@
+"""The candidate pipeline: what happens to one kernel an agent submits, in order.
+
+  store      the candidate row and its `candidate` event (found again after a restart)
+  compile    nvcc before the device queue (app/runner/evaluation.py: prebuild)
+  queue      wait for the device (app/runner/devices.py)
+  harness    verify and time against the baseline, in the harness's worker processes
+  judge      leader, backup or rejected (app/steering/judge.py)
+  re-time    a contender is timed again, interleaved with the previous leader
+  verdict    the candidate's verdict, the leader, credit for the questions before it
+  goal       the goal check on a new leader, then the plateau and suspicious-win triggers
+
+It is called by the agent tools (app/tools/) and calls only downward: sessions, steering,
+the device queue and the harness. It never reaches the runner; a stop arrives as `cancel`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from app.agents.base import ToolError
+from app.context import ServerContext
+from app.events import LiveNote, Unit
+from app.models import (
+    CUDA,
+    DONE,
+    EVALUATED,
+    EVALUATING,
+    LEADER,
+    PYTHON_CPU,
+    Candidate,
+    Evaluation,
+    SteeringSession,
+)
+from app.runner import evaluation as ev
+from app.runner.devices import CPU, GPU
+from app.runner.state import RunnerState
+from app.runner.states import FINAL_STATES
+from app.sessions import (
+    candidate_by_number,
+    candidates_of,
+    credit_interventions,
+    evaluation_points,
+    fire_trigger,
+    get_session,
+    latest_evaluation,
+    set_status,
+    thresholds,
+)
+from app.steering import goal as goals
+from app.steering import triggers
+from app.steering.judge import CONTENDER, Judgement, JudgeSettings, confirm, judge, sanity_flags
+from harness.executor import Progress
+from harness.report import EvaluationReport
+from harness.scenario import Scenario
+
+MAX_SOURCE_BYTES = 512 * 1024
+
+
+class Stopped(Exception):
+    """The session was stopped or finished while a candidate was in the pipeline."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdicted:
+    """A candidate through the pipeline, and the report the agent may read (None when the
+    verdict was recorded before a restart and its report is not stored)."""
+
+    candidate: Candidate
+    report: EvaluationReport | None
+
+
+def session_scenarios(session: SteeringSession) -> list[Scenario]:
+    """Every scenario the session's candidates are evaluated on, hidden ones included."""
+    if session.scenarios:
+        return [Scenario.from_dict(s) for s in session.scenarios]
+    if session.candidate_kind == PYTHON_CPU:
+        return list(ev.CPU_SCENARIOS)
+    from harness.attention.suite import default_suite
+    from harness.suite import select as select_scenarios
+
+    return select_scenarios(default_suite(), "all", session.suite_filter)
+
+
+class CandidatePipeline:
+    """One session's pipeline. `state` records which candidate a tool call created, so that a
+    call resumed after a restart evaluates that candidate instead of creating a second one."""
+
+    def __init__(self, services: ServerContext, session_id: int, state: RunnerState,
+                 cancel: threading.Event) -> None:
+        self.services = services
+        self.session_id = session_id
+        self.state = state
+        self.cancel = cancel
+
+    async def submit(self, call_id: str, args: dict[str, Any]) -> Verdicted:
+        """Store (or find again), evaluate, judge and record a candidate; check the goal and triggers."""
+        candidate = self.store(call_id, args)
+        if candidate.status == EVALUATED:  # judged before a restart; its result was not yet saved
+            return Verdicted(candidate, self.stored_report(candidate))
+        report = await self.evaluate(candidate, self.baseline(), purpose="suite")
+        with self.services.unit() as u:
+            session = get_session(u.db, self.session_id)
+            has_leader = session.leader_id is not None
+            leader_before = session.leader_speedup
+            t = thresholds(session)
+        first = judge(report, leader_before, has_leader, JudgeSettings(min_gain=t.min_leader_gain))
+        self.store_evaluation(candidate, report, "suite", "baseline", first)
+        final = first
+        if first.verdict == CONTENDER:
+            previous = self.leader_implementation()
+            retime = await self.evaluate(candidate, previous, purpose="retime")
+            final = confirm(retime, first)
+            self.store_evaluation(candidate, retime, "retime", f"leader {previous.label}", final)
+        return Verdicted(self.record_verdict(candidate, report, final, leader_before), report)
+
+    def stored_report(self, c: Candidate) -> EvaluationReport | None:
+        with self.services.database.session() as db:
+            stored = latest_evaluation(db, c.id or 0, "suite")
+        return EvaluationReport.from_dict(stored.report) if stored is not None else None
+
+    # -- store ---------------------------------------------------------------------------
+
+    def store(self, call_id: str, args: dict[str, Any]) -> Candidate:
+        """The candidate of this call: created now, or found again after a restart."""
+        known = self.state.candidate_of_call(call_id)
+        with self.services.unit() as u:
+            if known is not None:
+                existing = u.db.get(Candidate, known)
+                if existing is not None:
+                    return existing
+            session = get_session(u.db, self.session_id)
+            source = args.get("source")
+            if not isinstance(source, str) or not source.strip():
+                raise ToolError("submit_candidate needs the whole kernel as 'source'")
+            if len(source.encode()) > MAX_SOURCE_BYTES:
+                raise ToolError(f"the source is larger than {MAX_SOURCE_BYTES} bytes")
+            if session.candidate_kind == PYTHON_CPU:
+                if not self.services.settings.allow_python_candidates:
+                    raise ToolError("python-cpu candidates are disabled on this server")
+                if not ev.PYTHON_TARGET.match(source.strip()):
+                    raise ToolError("a python-cpu candidate is a module:function target")
+                source = source.strip()
+            number = len(candidates_of(u.db, self.session_id)) + 1
+            parent_id = self._parent_id(u, session, args.get("parent"))
+            c = Candidate(session_id=self.session_id, number=number, author=session.agent,
+                          kind=session.candidate_kind, title=str(args.get("title", ""))[:200],
+                          notes=str(args.get("notes", ""))[:4000], source=source, parent_id=parent_id)
+            u.db.add(c)
+            u.db.flush()
+            u.record(session, "candidate", {"candidate_id": c.id, "number": number, "title": c.title,
+                                            "author": c.author, "parent_id": parent_id})
+            self.state.remember_candidate(u, session, call_id, c.id or 0)
+            return c
+
+    def _parent_id(self, u: Unit, session: SteeringSession, parent: Any) -> int | None:
+        if parent in (None, ""):
+            return None
+        if parent == "leader":
+            return session.leader_id
+        try:
+            return candidate_by_number(u.db, self.session_id, int(parent)).id
+        except (LookupError, ValueError, TypeError) as exc:
+            raise ToolError(f"parent: there is no candidate {parent!r}") from exc
+
+    # -- what is evaluated -----------------------------------------------------------------
+
+    def baseline(self) -> ev.Implementation:
+        with self.services.unit() as u:
+            session = get_session(u.db, self.session_id)
+            return ev.Implementation(session.candidate_kind, session.baseline, "baseline")
+
+    def leader_implementation(self) -> ev.Implementation:
+        with self.services.unit() as u:
+            session = get_session(u.db, self.session_id)
+            leader = u.db.get(Candidate, session.leader_id or 0)
+            assert leader is not None
+            return self.implementation(leader)
+
+    def implementation(self, c: Candidate) -> ev.Implementation:
+        if c.kind == PYTHON_CPU:
+            return ev.Implementation(PYTHON_CPU, c.source, f"candidate-{c.number}")
+        path = self.services.settings.sources_dir / f"session-{self.session_id}" / f"candidate-{c.number}.cu"
+        if not path.is_file() or path.read_text() != c.source:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(c.source)
+        return ev.Implementation(CUDA, str(path.resolve()), f"candidate-{c.number}")
+
+    # -- compile, queue, harness -----------------------------------------------------------
+
+    async def evaluate(self, c: Candidate, against: ev.Implementation, purpose: str) -> EvaluationReport:
+        impl = self.implementation(c)
+        with self.services.unit() as u:
+            scenarios = session_scenarios(get_session(u.db, self.session_id))
+        s = self.services.settings
+        settings = ev.eval_settings(c.kind, trials=s.trials, timing_budget_ms=s.timing_budget_ms,
+                                    scenario_timeout_s=s.scenario_timeout_s, peers=s.peers,
+                                    peer_cache_dir=s.peer_cache_dir, peer_cache_hours=s.peer_cache_hours)
+        if purpose == "retime":
+            settings = dataclasses.replace(settings, peers=())  # only the two kernels, interleaved
+        device = GPU if c.kind == CUDA else CPU
+        what = f"candidate #{c.number}" + (" (re-time against the leader)" if purpose == "retime" else "")
+        await asyncio.to_thread(ev.prebuild, impl, against)  # nvcc runs before the GPU queue
+        async with self.services.devices.acquire(device, f"session {self.session_id}: {what}", self._waiting):
+            with self.services.unit() as u:
+                session = get_session(u.db, self.session_id)
+                if session.status in FINAL_STATES or self.cancel.is_set():
+                    raise Stopped
+                cand = u.db.get(Candidate, c.id)
+                assert cand is not None
+                cand.status = EVALUATING
+                u.db.add(cand)
+                session.detail = f"evaluating {what} on {len(scenarios)} scenarios"
+                u.record(session, "evaluation_started", {"number": c.number, "purpose": purpose,
+                                                         "scenarios": len(scenarios), "against": against.label})
+            progress = self._progress_fn(c.number, purpose)
+            work = asyncio.ensure_future(asyncio.to_thread(ev.evaluate, impl, against, scenarios, settings,
+                                                           progress, self.cancel))
+            try:
+                report = await asyncio.shield(work)
+            except asyncio.CancelledError:
+                # Hold the device until the worker processes are gone, then give up.
+                self.cancel.set()
+                with contextlib.suppress(Exception):
+                    await work
+                raise
+        if self.cancel.is_set():
+            raise Stopped
+        return report
+
+    def _progress_fn(self, number: int, purpose: str) -> Callable[[Progress], None]:
+        hub, sid = self.services.hub, self.session_id
+
+        def progress(p: Progress) -> None:
+            hub.publish_threadsafe(LiveNote(sid, "progress", {
+                "number": number, "purpose": purpose, "done": p.done, "total": p.total,
+                "scenario": p.scenario, "status": p.result.status if p.result else "", "message": p.message,
+            }))
+
+        return progress
+
+    async def _waiting(self, reason: str) -> None:
+        with self.services.unit() as u:
+            session = get_session(u.db, self.session_id)
+            if session.detail != reason:
+                session.detail = reason
+                u.record(session, "waiting", {"reason": reason})
+
+    # -- judge, verdict, goal ------------------------------------------------------------------
+
+    def store_evaluation(self, c: Candidate, report: EvaluationReport, purpose: str, against: str,
+                         judgement: Judgement) -> None:
+        with self.services.unit() as u:
+            session = get_session(u.db, self.session_id)
+            e = Evaluation(candidate_id=c.id or 0, purpose=purpose, against=against, report=report.to_dict(),
+                           device=report.gpu, seconds=report.seconds)
+            u.db.add(e)
+            u.db.flush()
+            summary = report.summary("all")
+            u.record(session, "evaluation", {
+                "number": c.number, "purpose": purpose, "against": against, "evaluation_id": e.id,
+                "passed": summary.passed, "scenarios": summary.scenarios, "speedup": summary.vs_baseline,
+                "visible_speedup": report.summary("visible").vs_baseline, "device": report.gpu,
+                "seconds": report.seconds, "judgement": judgement.verdict,
+            })
+
+    def record_verdict(self, c: Candidate, report: EvaluationReport, final: Judgement,
+                       leader_before: float | None) -> Candidate:
+        with self.services.unit() as u:
+            session = get_session(u.db, self.session_id)
+            cand = u.db.get(Candidate, c.id)
+            assert cand is not None
+            total, visible = report.summary("all"), report.summary("visible")
+            cand.status = EVALUATED
+            cand.verdict = final.verdict
+            cand.verdict_reason = final.reason
+            cand.speedup = total.vs_baseline
+            cand.visible_speedup = visible.vs_baseline
+            cand.passed, cand.scenario_count = total.passed, total.scenarios
+            cand.flags = sanity_flags(report)
+            retime = latest_evaluation(u.db, cand.id or 0, "retime")
+            if retime is not None:
+                cand.retime_speedup = EvaluationReport.from_dict(retime.report).summary("all").vs_baseline
+            u.db.add(cand)
+            session.evaluations += 1
+            u.record(session, "verdict", {"number": cand.number, "verdict": final.verdict, "reason": final.reason,
+                                          "speedup": cand.speedup, "visible_speedup": cand.visible_speedup})
+            if final.verdict == LEADER:
+                previous = session.leader_id
+                session.leader_id = cand.id
+                session.leader_speedup = cand.speedup
+                u.record(session, "leader", {"number": cand.number, "speedup": cand.speedup,
+                                             "previous_leader_id": previous})
+            credit_interventions(u, session)
+            session.detail = ""
+            self._check_after_verdict(u, session, cand, report, leader_before)
+            return cand
+
+    def _check_after_verdict(self, u: Unit, session: SteeringSession, cand: Candidate,
+                             report: EvaluationReport, leader_before: float | None) -> None:
+        t = thresholds(session)
+        if cand.verdict == LEADER and session.goal_target is not None:
+            check = goals.check(report, session.goal_metric, session.goal_target)
+            if check.met:
+                u.record(session, "goal_met", {"number": cand.number, "value": check.value, "reason": check.reason})
+                set_status(u, session, DONE, detail=f"goal met by candidate #{cand.number}: {check.reason}")
+                return
+        hit = triggers.check_suspicious_win(cand.number, cand.speedup, leader_before, cand.flags, t,
+                                           correct=cand.passed == cand.scenario_count)
+        if hit is None:
+            points = evaluation_points(u.db, self.session_id)[session.window_start:]
+            before = evaluation_points(u.db, self.session_id)[:session.window_start]
+            hit = triggers.check_plateau(points, before[-1].leader_after if before else None, t)
+        if hit is not None:
+            fire_trigger(u, session, hit)
