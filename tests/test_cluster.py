@@ -12,19 +12,18 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import dask
+import distributed
 import pytest
 
-dask = pytest.importorskip("dask")
-distributed = pytest.importorskip("distributed")
-
-from harness.cluster import ClusterExecutor, cluster_status, plan_shards, scenario_cost  # noqa: E402
-from harness.executor import LocalExecutor, Progress  # noqa: E402
-from harness.problem import KernelSpec  # noqa: E402
-from harness.report import CRASH, ERROR, PASS, SKIPPED, TIMEOUT  # noqa: E402
-from harness.scenario import Scenario  # noqa: E402
-from harness.settings import EvalSettings  # noqa: E402
-from harness.worker import WorkerJob  # noqa: E402
-from tests.test_executor import FAST, SCENARIOS  # noqa: E402
+from harness.cluster import ClusterExecutor, cluster_status, plan_shards, scenario_cost
+from harness.executor import LocalExecutor, Progress
+from harness.problem import KernelSpec
+from harness.report import CRASH, ERROR, PASS, SKIPPED, TIMEOUT
+from harness.scenario import Scenario
+from harness.settings import EvalSettings
+from harness.worker import WorkerJob
+from tests.test_executor import FAST, SCENARIOS
 
 MANY = [Scenario(f"s{i}", "prefill", 1, 40 + 7 * i, 40 + 7 * i, 2, 1, 32, causal=bool(i % 2)) for i in range(8)]
 
