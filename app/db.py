@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import URL, Engine, make_url
 from sqlmodel import Session, SQLModel, create_engine
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
@@ -52,11 +52,22 @@ def _setup_sqlite(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def make_engine(url: str) -> Engine:
-    """An engine for `url`; SQLite files get their directory created and the pragmas above."""
+def engine_url(url: str) -> URL:
+    """`url` with its driver: a plain postgresql:// URL means psycopg 3 (the pinned driver;
+    SQLAlchemy would otherwise look for psycopg2)."""
     parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for `url`; SQLite files get their directory created and the pragmas above.
+    PostgreSQL (the team database) needs nothing more: concurrent writers are safe by the
+    row lock Unit.record takes (app/events.py)."""
+    parsed = engine_url(url)
     if parsed.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
+        return create_engine(parsed, pool_pre_ping=True)
     database = parsed.database or ""
     if database and database != ":memory:":
         Path(database).parent.mkdir(parents=True, exist_ok=True)
@@ -81,7 +92,7 @@ def upgrade(engine: Engine) -> None:
     from alembic import command
 
     load_models()
-    cfg = alembic_config(str(engine.url.render_as_string(hide_password=False)))
+    cfg = alembic_config(engine.url.render_as_string(hide_password=False))
     with engine.begin() as connection:
         cfg.attributes["connection"] = connection
         command.upgrade(cfg, "head")
