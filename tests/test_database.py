@@ -116,3 +116,22 @@ def test_a_plain_postgresql_url_uses_psycopg_3(url: str) -> None:
 
     assert engine_url(url).drivername == "postgresql+psycopg"
     assert "p@" not in shown_url(url) and "***" in shown_url(url)
+
+
+def test_reports_with_infinity_and_nan_round_trip_on_either_database(tmp_path: Path, database_backend: str) -> None:
+    import math
+
+    db = Database(database_url(tmp_path, database_backend))
+    db.upgrade()
+    hub = EventHub()
+    with Unit(db, hub) as u:
+        session = create_session(u, SessionCreate(title="t", agent_config={"script": "cpu-demo"}),
+                                 settings_for(tmp_path, allow_python_candidates=True))
+        ev = u.record(session, "note", {"max_error": math.inf, "low": -math.inf, "nan": [math.nan], "ok": 1.5})
+    with db.session() as s:
+        stored = s.get(Event, ev.id)
+        assert stored is not None
+        payload = stored.payload
+    assert payload["max_error"] == math.inf and payload["low"] == -math.inf
+    assert math.isnan(payload["nan"][0]) and payload["ok"] == 1.5
+    db.dispose()
