@@ -295,6 +295,7 @@ class ClusterExecutor(Executor):
         s = job.settings
         outcome: dict[int, dict[str, Any] | str] = {}
         no_worker_since: float | None = None
+        looked = 0.0
         while len(outcome) < len(shards):
             drain()
             if cancel is not None and cancel.is_set():
@@ -330,7 +331,8 @@ class ClusterExecutor(Executor):
                                             f"({exc}); its scenarios were not evaluated")
                 except Exception as exc:
                     outcome[shard.index] = f"the shard failed on the cluster: {type(exc).__name__}: {exc}"
-            if len(outcome) < len(shards):
+            if len(outcome) < len(shards) and time.monotonic() - looked > 2.0:
+                looked = time.monotonic()
                 if self._has_gpu_workers(client):
                     no_worker_since = None
                 else:
@@ -342,6 +344,7 @@ class ClusterExecutor(Executor):
                                 outcome[shard.index] = (
                                     f"the cluster at {self.address} has had no GPU worker for "
                                     f"{self.no_worker_timeout_s:.0f} s")
+            if len(outcome) < len(shards):
                 time.sleep(0.2)
         return outcome
 

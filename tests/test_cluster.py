@@ -242,3 +242,18 @@ def test_the_cli_starts_a_scheduler_and_workers_that_evaluate_and_report_status(
                 p.wait(20)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+def test_a_cluster_without_gpu_workers_fails_the_evaluation_with_the_reason_instead_of_waiting() -> None:
+    with dask.config.set({"distributed.worker.daemon": False}):
+        cpu_only = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                            dashboard_address=":0")  # no GPU resource declared
+    ex = ClusterExecutor(cpu_only.scheduler_address, shards=1, no_worker_timeout_s=3)
+    try:
+        started = time.monotonic()
+        out = ex.run(job("correct"))
+        assert time.monotonic() - started < 30
+    finally:
+        ex.close()
+        cpu_only.close()
+    assert all(r.status == ERROR and "no GPU worker" in r.reason for r in out.results)
