@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+pytest.importorskip("distributed")
 from fastapi.testclient import TestClient
 
 from app.runner.devices import DeviceQueue
