@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import URL, Engine, make_url
 from sqlmodel import Session, SQLModel, create_engine
 
 from app.settings import Settings
@@ -54,11 +56,52 @@ def _setup_sqlite(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def make_engine(url: str) -> Engine:
-    """An engine for `url`; SQLite files get their directory created and the pragmas above."""
+def engine_url(url: str) -> URL:
+    """`url` with its driver: a plain postgresql:// URL means psycopg 3 (the pinned driver;
+    SQLAlchemy would otherwise look for psycopg2)."""
     parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+NONFINITE_KEY = "__float__"  # {"__float__": "inf"}: how PostgreSQL's JSON holds inf and NaN
+
+
+def _tag_nonfinite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return {NONFINITE_KEY: repr(value)}  # "inf", "-inf", "nan"
+    if isinstance(value, dict):
+        return {k: _tag_nonfinite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_tag_nonfinite(v) for v in value]
+    return value
+
+
+def _untag_nonfinite(obj: dict[str, Any]) -> Any:
+    if len(obj) == 1 and NONFINITE_KEY in obj:
+        return float(obj[NONFINITE_KEY])
+    return obj
+
+
+def json_dumps(value: Any) -> str:
+    """JSON for PostgreSQL, which refuses Infinity and NaN (reports hold them, e.g. the max error
+    of a kernel that wrote NaN): they travel tagged and come back as the same floats."""
+    return json.dumps(_tag_nonfinite(value), allow_nan=False)
+
+
+def json_loads(text: str) -> Any:
+    return json.loads(text, object_hook=_untag_nonfinite)
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for `url`; SQLite files get their directory created and the pragmas above.
+    PostgreSQL (the team database) needs nothing more: concurrent writers are safe by the
+    row lock Unit.record takes (app/events.py)."""
+    parsed = engine_url(url)
     if parsed.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
+        return create_engine(parsed, pool_pre_ping=True, json_serializer=json_dumps,
+                             json_deserializer=json_loads)
     database = parsed.database or ""
     if database and database != ":memory:":
         Path(database).parent.mkdir(parents=True, exist_ok=True)
@@ -83,7 +126,7 @@ def upgrade(engine: Engine) -> None:
     from alembic import command
 
     load_models()
-    cfg = alembic_config(str(engine.url.render_as_string(hide_password=False)))
+    cfg = alembic_config(engine.url.render_as_string(hide_password=False))
     with engine.begin() as connection:
         cfg.attributes["connection"] = connection
         command.upgrade(cfg, "head")

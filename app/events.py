@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from sqlalchemy import update
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select
 
 from app.db import Database
@@ -101,11 +103,23 @@ class Unit:
             self._db = None
 
     def record(self, session: SteeringSession, kind: str, payload: dict[str, Any] | None = None) -> Event:
-        """Append an event to `session`'s trace in this transaction."""
+        """Append an event to `session`'s trace in this transaction.
+
+        The sequence number is taken by one UPDATE ... RETURNING on the session row, never from
+        the (possibly stale) object in memory: on PostgreSQL the update holds the row's lock until
+        this transaction ends, so concurrent writers to one session take numbers one after the
+        other, gapless and unique; on SQLite the update takes the database's write lock."""
         assert session.id is not None
-        session.last_seq += 1
-        session.updated_at = utcnow()
-        ev = Event(session_id=session.id, seq=session.last_seq, kind=kind, payload=payload or {})
+        now = utcnow()
+        seq = self.db.execute(
+            update(SteeringSession).where(col(SteeringSession.id) == session.id)
+            .values(last_seq=col(SteeringSession.last_seq) + 1, updated_at=now)
+            .returning(col(SteeringSession.last_seq))
+            .execution_options(synchronize_session=False)
+        ).scalar_one()
+        set_committed_value(session, "last_seq", seq)
+        set_committed_value(session, "updated_at", now)
+        ev = Event(session_id=session.id, seq=seq, kind=kind, payload=payload or {})
         self.db.add(session)
         self.db.add(ev)
         self._events.append(ev)

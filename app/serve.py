@@ -10,6 +10,13 @@ from pydantic import ValidationError
 from app.settings import Settings
 
 
+def shown_url(url: str) -> str:
+    """A database URL fit to print: the password masked."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
 def settings_error(exc: ValidationError) -> str:
     return "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
 
@@ -44,7 +51,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     app = create_app(settings)
     shown = f"[{settings.host}]" if ":" in settings.host else settings.host
-    print(f"Socratic on http://{shown}:{settings.port}  (database {settings.database_url})", file=sys.stderr)
+    where = f"cluster {settings.cluster}" if settings.cluster else "this machine"
+    print(f"Socratic on http://{shown}:{settings.port}  (database {shown_url(settings.database_url)}; evaluations on "
+          f"{where})", file=sys.stderr)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
                 ws="auto", timeout_graceful_shutdown=10)
     return 0
@@ -58,7 +67,7 @@ def cmd_db(args: argparse.Namespace) -> int:
     settings = Settings.from_args(args)
     if args.db_command == "upgrade":
         open_database(settings).dispose()
-        print(f"database at the newest revision: {settings.database_url}")
+        print(f"database at the newest revision: {shown_url(settings.database_url)}")
     elif args.db_command == "current":
         command.current(alembic_config(settings.database_url), verbose=True)
     elif args.db_command == "revision":
@@ -76,6 +85,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--token", help="require this token for pages, API and websockets")
     p.add_argument("--allow-python-candidates", action="store_true",
                    help="accept python-cpu candidates (CPU stand-in kernels for tests and demos)")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="evaluate on the Dask cluster at ADDRESS (default: this machine's GPU)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("db", help="database schema: upgrade, current, revision")

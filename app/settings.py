@@ -75,6 +75,11 @@ class Settings(BaseSettings):
                     "long (harness/peer_cache.py): saves cuDNN's plan build per shape in every evaluation; "
                     "0 times every peer side by side each time",
     )
+    cluster: str | None = Field(
+        default=None,
+        description="address of a Dask cluster of GPU workers (tcp://host:8786, docs/harness.md): evaluations are "
+                    "sharded over its GPUs, one candidate per GPU at a time; unset: this machine's GPU",
+    )
     log_level: str = Field(default="info", description="uvicorn log level")
     bank_semantic_search: bool = Field(
         default=True, description="question bank search by meaning too, when the packaged embedding model "
@@ -101,7 +106,7 @@ class Settings(BaseSettings):
         """The environment (SOCRATIC_*) first, command-line flags over it."""
         overrides: dict[str, Any] = {}
         for flag, key in (("host", "host"), ("port", "port"), ("db", "db_url"), ("data_dir", "data_dir"),
-                          ("token", "token")):
+                          ("token", "token"), ("cluster", "cluster")):
             value = getattr(args, flag, None)
             if value is not None:
                 overrides[key] = value

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -104,7 +105,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"socratic eval: --peer-cache must name a folder, and {args.peer_cache} is a file",
               file=sys.stderr)
         return 2
-    if args.device == "cuda" and not gpu_available():
+    if args.device == "cuda" and not args.cluster and not gpu_available():
         print("socratic eval: no CUDA GPU is available on this machine; run it where "
               "`python -c 'import torch; print(torch.cuda.is_available())'` prints True",
               file=sys.stderr)
@@ -125,10 +126,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
         peer_cache_max_age_s=args.peer_cache_hours * 3600,
     )
     bar = ProgressBar(len(scenarios))
-    report = evaluate_source(
-        source, scenarios, baseline=Path(args.baseline) if args.baseline else None,
-        suite=args.suite, settings=settings, progress=bar,
-    )
+    executor = None
+    if args.cluster:
+        from harness.cluster import ClusterExecutor
+
+        executor = ClusterExecutor(args.cluster)  # sharded over the cluster's GPUs
+    try:
+        report = evaluate_source(
+            source, scenarios, baseline=Path(args.baseline) if args.baseline else None,
+            suite=args.suite, settings=settings, progress=bar, executor=executor,
+        )
+    finally:
+        if executor is not None:
+            executor.close()
     bar.close()
     return print_report(report, args.json)
 
@@ -231,6 +241,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--correctness-only", action="store_true",
                    help="verify every scenario but time nothing")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help=argparse.SUPPRESS)
+    p.add_argument("--cluster", metavar="ADDRESS", default=os.environ.get("SOCRATIC_CLUSTER") or None,
+                   help="evaluate on the Dask cluster at ADDRESS (tcp://host:8786), sharded over its GPUs "
+                        "(default: $SOCRATIC_CLUSTER, else this machine)")
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser(
@@ -241,6 +254,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-build", action="store_true", help="static checks only, no nvcc")
     p.add_argument("--json", metavar="OUT", help="also write the findings and resources as JSON")
     p.set_defaults(func=cmd_check)
+
+    from harness.cluster_cli import add_cluster_commands
+
+    add_cluster_commands(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -22,6 +22,21 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 
+# PostgreSQL, the team database: a real server (Debian's package) in a temporary folder, so that
+# the database and server tests run on SQLite and on PostgreSQL (tests/conftest.py). In CI
+# (CI=true) a PostgreSQL that cannot start fails the run instead of skipping its tests.
+if [ -z "${SOCRATIC_TEST_POSTGRES:-}" ]; then
+  if pg_env=$(bash scripts/test_postgres.sh start); then
+    eval "$pg_env"
+    trap 'bash scripts/test_postgres.sh stop "$SOCRATIC_TEST_POSTGRES_DIR"' EXIT
+  elif [ "${CI:-}" = true ]; then
+    echo "PostgreSQL could not be started; CI needs it" >&2
+    exit 1
+  else
+    echo "PostgreSQL could not be started: its tests will be skipped" >&2
+  fi
+fi
+
 .venv/bin/ruff check app harness question_bank tests
 .venv/bin/mypy
 .venv/bin/python -m pytest -q "$@"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,65 @@ def _has_gpu() -> bool:
 
 HAS_GPU = _has_gpu()
 HAS_NVCC = shutil.which("nvcc") is not None
+
+
+# PostgreSQL, the team database: scripts/test.sh starts a real server (scripts/test_postgres.sh)
+# and exports its URL here; the database and server tests then run on SQLite and on it.
+POSTGRES_URL = os.environ.get("SOCRATIC_TEST_POSTGRES", "")
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+# Test modules whose every test runs once per database (SOCRATIC_DB_URL is set for them);
+# test_server_restart checks the SQLite file itself, test_server_docs has no database.
+BOTH_DATABASES = ("test_server_", "test_database")
+SQLITE_ONLY = ("test_server_restart", "test_server_docs")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    module = metafunc.module.__name__.rsplit(".", 1)[-1]
+    if ("database_backend" in metafunc.fixturenames and module.startswith(BOTH_DATABASES)
+            and not module.startswith(SQLITE_ONLY)):
+        metafunc.parametrize("database_backend", ["sqlite", "postgresql"], indirect=True)
+
+
+def postgres_admin_url() -> str:
+    """The test server's URL; a missing server skips the test (fails it in CI)."""
+    if not POSTGRES_URL:
+        why = ("PostgreSQL is not available: scripts/test.sh starts one (scripts/test_postgres.sh), "
+               "or set SOCRATIC_TEST_POSTGRES to a server's URL")
+        if IN_CI:
+            pytest.fail(why)
+        pytest.skip(why)
+    return POSTGRES_URL
+
+
+@contextmanager
+def fresh_postgres_database() -> Iterator[str]:
+    """A new, empty database on the test server (dropped afterwards); yields its URL."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    admin = make_url(postgres_admin_url())
+    name = f"socratic_test_{uuid.uuid4().hex[:16]}"
+    conninfo = admin.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield admin.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(autouse=True)
+def database_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """"sqlite" (the default everywhere) or, for the modules above, "postgresql" too: then the
+    server the test starts finds a fresh PostgreSQL database in SOCRATIC_DB_URL."""
+    backend = getattr(request, "param", "sqlite")
+    if backend != "postgresql":
+        yield backend
+        return
+    with fresh_postgres_database() as url:
+        monkeypatch.setenv("SOCRATIC_DB_URL", url)
+        yield backend
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -55,7 +55,7 @@ def speed(knobs: dict[str, Any] | None, s: Scenario) -> float:
 
 def fake_evaluate(candidate: Implementation, against: Implementation, scenarios: list[Scenario],
                   settings: EvalSettings, progress: ProgressFn | None, cancel: threading.Event,
-                  suite: str = "all") -> EvaluationReport:
+                  suite: str = "all", one_device: bool = False) -> EvaluationReport:
     """Stands in for app.runner.evaluation.evaluate: same arguments, a report from the table."""
     mine = knobs_of_source(resolve_path(candidate.ref).read_text())
     theirs = knobs_of_source(Path(resolve_path(against.ref)).read_text())

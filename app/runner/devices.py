@@ -35,14 +35,22 @@ WaitFn = Callable[[str], Awaitable[None]]
 
 
 class DeviceQueue:
-    def __init__(self, poll_s: float = 30.0, gpu_probe: Callable[[], bool] = probe_gpu) -> None:
+    """With `cluster` set, evaluations are not queued here: the cluster's scheduler gives each
+    of its GPUs one candidate at a time (harness/cluster.py), so sessions evaluate at once."""
+
+    def __init__(self, poll_s: float = 30.0, gpu_probe: Callable[[], bool] = probe_gpu,
+                 cluster: str | None = None) -> None:
         self.poll_s = poll_s
+        self.cluster = cluster
+        self._cluster_slots = 0
         self._probe = gpu_probe
         self._locks: dict[str, asyncio.Lock] = {GPU: asyncio.Lock(), CPU: asyncio.Lock()}
         self._gpu_seen: tuple[float, bool] | None = None
         self.holders: dict[str, str] = {}  # device -> what is being evaluated on it
 
     async def gpu_available(self) -> bool:
+        if self.cluster:
+            return True  # the cluster's workers own the GPUs; shards wait there for one
         now = time.monotonic()
         if self._gpu_seen is not None and now - self._gpu_seen[0] < self.poll_s:
             return self._gpu_seen[1]
@@ -57,6 +65,15 @@ class DeviceQueue:
     async def acquire(self, device: str, holder: str, on_wait: WaitFn) -> AsyncIterator[None]:
         """Hold `device` for one evaluation. `on_wait(reason)` is awaited whenever the caller
         has to wait (no GPU on this machine, or the device is busy)."""
+        if self.cluster:
+            self._cluster_slots += 1
+            slot = f"cluster {self.cluster} #{self._cluster_slots}"
+            self.holders[slot] = holder
+            try:
+                yield
+            finally:
+                self.holders.pop(slot, None)
+            return
         if device == GPU:
             told = False
             while not await self.gpu_available():

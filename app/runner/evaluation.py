@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.models import CUDA, PYTHON_CPU
-from harness.executor import LocalExecutor, ProgressFn
+from harness.cluster import ClusterExecutor
+from harness.executor import Executor, LocalExecutor, ProgressFn
 from harness.problem import KernelSpec
 from harness.report import EvaluationReport
 from harness.scenario import Scenario
@@ -47,18 +48,31 @@ class Implementation:
     label: str
 
 
-_shared: LocalExecutor | None = None
+_shared: LocalExecutor | ClusterExecutor | None = None
 _shared_lock = threading.Lock()
+_cluster: str | None = None
 
 
-def shared_executor() -> LocalExecutor:
-    """The server's executor for GPU evaluations: one for the whole process, so that it can keep
-    a spare worker process started and imported between evaluations (harness/executor.py)."""
+def use_cluster(address: str | None) -> None:
+    """Evaluate on the Dask cluster at `address` (None: on this machine); set at server start."""
+    global _cluster
+    close_shared_executor()
+    _cluster = address
+
+
+def shared_executor() -> LocalExecutor | ClusterExecutor:
+    """The server's executor: one for the whole process. On this machine it keeps a spare worker
+    process started and imported between evaluations (harness/executor.py); on a cluster it
+    holds the connection to the scheduler (harness/cluster.py)."""
     global _shared
     with _shared_lock:
         if _shared is None:
-            _shared = LocalExecutor(spare=True)
+            _shared = ClusterExecutor(_cluster) if _cluster else LocalExecutor(spare=True)
         return _shared
+
+
+def cluster_address() -> str | None:
+    return _cluster
 
 
 def close_shared_executor() -> None:
@@ -94,15 +108,19 @@ def prebuild(candidate: Implementation, against: Implementation) -> None:
 
 def evaluate(candidate: Implementation, against: Implementation, scenarios: list[Scenario],
              settings: EvalSettings, progress: ProgressFn | None, cancel: threading.Event,
-             suite: str = "all") -> EvaluationReport:
+             suite: str = "all", one_device: bool = False) -> EvaluationReport:
     """Verify and time `candidate` against `against` (the baseline, or the previous leader
-    for a re-time), interleaved in the same worker processes."""
+    for a re-time), interleaved in the same worker processes. On a cluster the scenarios are
+    sharded over its GPUs unless `one_device` (the judge's re-time stays on one GPU)."""
+    executor: Executor = shared_executor()
+    if isinstance(executor, ClusterExecutor) and one_device:
+        executor = executor.one_device()
     if candidate.kind == CUDA:
         from harness.evaluate import evaluate_source
 
         return evaluate_source(
             resolve_path(candidate.ref), scenarios, baseline=resolve_path(against.ref), suite=suite,
-            settings=settings, progress=progress, cancel=cancel, executor=shared_executor(),
+            settings=settings, progress=progress, cancel=cancel, executor=executor,
         )
     if candidate.kind == PYTHON_CPU:
         from harness.evaluate import evaluate_job
@@ -113,7 +131,10 @@ def evaluate(candidate: Implementation, against: Implementation, scenarios: list
             baseline=KernelSpec(against.label, "python", against.ref),
             scenarios=scenarios, settings=settings,
         )
-        return evaluate_job(job, kernel=candidate.ref, suite=suite, progress=progress, cancel=cancel)
+        # CPU stand-ins run on a fresh local executor unless a cluster evaluates them.
+        local = executor if isinstance(executor, ClusterExecutor) else None
+        return evaluate_job(job, kernel=candidate.ref, suite=suite, executor=local,
+                            progress=progress, cancel=cancel)
     raise ValueError(f"unknown candidate kind {candidate.kind!r}")
 
 

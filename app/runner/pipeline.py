@@ -218,7 +218,8 @@ class CandidatePipeline:
                                                          "scenarios": len(scenarios), "against": against.label})
             progress = self._progress_fn(c.number, purpose)
             work = asyncio.ensure_future(asyncio.to_thread(ev.evaluate, impl, against, scenarios, settings,
-                                                           progress, self.cancel))
+                                                           progress, self.cancel,
+                                                           one_device=purpose == "retime"))
             try:
                 report = await asyncio.shield(work)
             except asyncio.CancelledError:

@@ -16,12 +16,13 @@ from app.audit import routes as audit_routes
 from app.context import ServerContext
 from app.db import open_database
 from app.runner.devices import DeviceQueue
+from app.runner.evaluation import use_cluster
 from app.runner.manager import RunnerManager
 from app.runner.states import InvalidTransition
 from app.sessions import Conflict, Invalid, NotFound
 from app.settings import Settings
 from app.steering import bank
-from app.web import api, bank_api, bank_pages, pages, render, ws
+from app.web import api, bank_api, bank_pages, cluster_view, pages, render, ws
 from app.web import mcp as mcp_web
 from app.web.security import make_middleware
 
@@ -35,7 +36,9 @@ def create_app(settings: Settings | None = None, *, devices: DeviceQueue | None 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         database = await asyncio.to_thread(open_database, settings)  # alembic migrations, every start
         await asyncio.to_thread(bank.on_startup, database, semantic=settings.bank_semantic_search)
-        ctx = ServerContext(settings, database, devices=devices or DeviceQueue(settings.gpu_poll_s))
+        ctx = ServerContext(settings, database,
+                            devices=devices or DeviceQueue(settings.gpu_poll_s, cluster=settings.cluster))
+        use_cluster(settings.cluster)  # where evaluations run: this machine, or a Dask cluster
         ctx.hub.bind_loop(asyncio.get_running_loop())
         runners = RunnerManager(ctx)
         runners.recover()  # running -> interrupted; paused stay paused
@@ -61,6 +64,7 @@ def create_app(settings: Settings | None = None, *, devices: DeviceQueue | None 
     app.include_router(api.router)
     app.include_router(ws.router)
     app.include_router(pages.router)
+    app.include_router(cluster_view.router)
     app.include_router(audit_routes.router)
     app.include_router(audit_routes.api_router)
     app.include_router(bank_api.router)
