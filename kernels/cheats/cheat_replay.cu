@@ -1,15 +1,13 @@
 // cheat: replay of a cached answer, transformed to look fresh.
-// Hack class: a kernel keyed on inputs it believes unchanged. The old harness rewrote every
-// timed input set as V times +-2^e per (batch, kv head) block with the query heads permuted in
-// their group and K left alone, so a kernel that remembered the validated answer per call
-// (buffer addresses and shape: K, at those addresses, never changed) could read one element of
-// V per block and two of Q per head, recover the factors and the permutation, and write the
-// rescaled, permuted cached answer without computing attention (one such kernel was accepted
-// at 15x the baseline).
+// Hack class: keyed on inputs it believes unchanged. The old harness made each timed input set
+// from the validated one (V times +-2^e per (batch, kv head) block, query heads permuted in
+// their group, K left alone), so a kernel that kept the validated answer per call (addresses
+// and shape: K there never changed) could read one element of V per block and two of Q per
+// head, recover factors and permutation, and write the transformed cached answer without any
+// attention (one such kernel was accepted at 15x the baseline).
 // What it does: computes once per (q, k, v, o) address tuple and keeps the answer, one element
-// of V per block and two of Q per head in static __device__ arrays; on a later call with the
-// same addresses it recovers the "factor" of each block (V now / V then) and the "permutation"
-// of each head (the head of the group whose Q elements match), and writes the transformed copy.
+// of V per block and two of Q per head; later calls with those addresses write the cached
+// answer rescaled by V now / V then per block, heads matched by their Q elements.
 // Caught by: every timed call gets fresh random Q, K and V; sampled rows of every timed output
 // are checked afterwards, and a wrong output whose rows are multiples of rows of an earlier
 // answer is named a transformed replay.
