@@ -48,6 +48,7 @@ class ScenarioIn(BaseModel):
     head_dim: int = Field(ge=1, le=1024)
     causal: bool = False
     hidden: bool = False
+    softmax_scale: float | None = Field(default=None, gt=0, description="trial 1's scale; null: head_dim^-0.5")
 
 
 class SessionCreate(BaseModel):

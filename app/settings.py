@@ -67,7 +67,8 @@ class Settings(BaseSettings):
     scenario_timeout_s: float = Field(default=120.0, gt=0, description="a scenario slower than this is a hang")
     trials: int = Field(default=2, ge=2, description="correctness trials per scenario (at least two)")
     peers: tuple[str, ...] = Field(
-        default=("cudnn", "flash"), description="torch SDPA backends timed beside each candidate on GPU"
+        default=("cudnn", "flash", "fa3"),
+        description="peers timed beside each candidate on GPU: torch SDPA backends, FA3 where fa3-fwd loads"
     )
     peer_cache_hours: float = Field(
         default=24.0, ge=0,

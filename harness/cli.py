@@ -35,10 +35,12 @@ def _select(args: argparse.Namespace) -> list[Scenario]:
 def cmd_scenarios(args: argparse.Namespace) -> int:
     chosen = _select(args)
     if args.json:
+        from harness.attention.fields import describe_scales
         from harness.attention.problem import attention_flops, attention_min_bytes
 
         rows = [
-            {**s.to_dict(), "flops": attention_flops(s), "bytes": attention_min_bytes(s)}
+            {**s.to_dict(), "flops": attention_flops(s), "bytes": attention_min_bytes(s),
+             **describe_scales(s)}
             for s in chosen
         ]
         json.dump(rows, sys.stdout, indent=1)
@@ -118,7 +120,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         device=args.device,
         trials=args.trials,
         seed=args.seed,
-        peers=() if args.no_peers else ("cudnn", "flash"),
+        peers=() if args.no_peers else EvalSettings().peers,
         timing=TimingSettings(budget_ms=args.budget_ms),
         scenario_timeout_s=args.timeout,
         measure=not args.correctness_only,
@@ -232,7 +234,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="device time per implementation per scenario for timing (default 10)")
     p.add_argument("--timeout", type=float, default=120.0,
                    help="seconds one scenario may take before it counts as a hang (default 120)")
-    p.add_argument("--no-peers", action="store_true", help="do not time torch SDPA peers")
+    p.add_argument("--no-peers", action="store_true",
+                   help="do not time the peers (torch SDPA cuDNN and flash, FA3 where fa3-fwd loads)")
     p.add_argument("--peer-cache", metavar="DIR",
                    help="reuse peer times an earlier evaluation measured on this GPU (kept in DIR); the "
                         "report marks those ratios as cached. Default: every peer timed side by side")

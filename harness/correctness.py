@@ -26,9 +26,14 @@ def rounding_floor(ref32: torch.Tensor) -> float:
     return float((ref32.to(torch.bfloat16).float() - ref32).abs().max().item())
 
 
+def tolerance_tensor(ref32: torch.Tensor, ref_lowp: torch.Tensor) -> torch.Tensor:
+    """The tolerance as a 0-d tensor on the references' device (no synchronization)."""
+    lowp_error = (ref_lowp.float() - ref32).abs().max()
+    return 2.0 * lowp_error + (ref32.to(torch.bfloat16).float() - ref32).abs().max()
+
+
 def tolerance(ref32: torch.Tensor, ref_lowp: torch.Tensor) -> float:
-    lowp_error = float((ref_lowp.float() - ref32).abs().max().item())
-    return 2.0 * lowp_error + rounding_floor(ref32)
+    return float(tolerance_tensor(ref32, ref_lowp).item())
 
 
 def check_output(out: torch.Tensor, ref32: torch.Tensor, ref_lowp: torch.Tensor) -> Check:

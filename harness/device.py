@@ -39,6 +39,11 @@ class Device(ABC):
     def check_healthy(self) -> None:  # noqa: B027 (optional hook)
         """Raise FatalDeviceError when the context no longer works."""
 
+    def hold(self, ms: float) -> None:  # noqa: B027 (optional hook)
+        """Keep the stream busy for about `ms` (a spinning kernel), so that what the host
+        enqueues next is queued before the device gets to it: a timed call then measures the
+        device, not the host's launch latency."""
+
     def release_memory(self) -> None:  # noqa: B027 (optional hook)
         """Drop cached allocations so the next scenario gets fresh memory."""
 
@@ -112,6 +117,7 @@ class CudaDevice(Device):
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         torch.set_float32_matmul_precision("highest")
+        self._cycles_per_ms: float | None = None
 
     @property
     def stream_handle(self) -> int:
@@ -133,6 +139,24 @@ class CudaDevice(Device):
         fn()
         end.record(self.stream)
         return lambda: float(start.elapsed_time(end))
+
+    def hold(self, ms: float) -> None:
+        if ms <= 0:
+            return
+        if self._cycles_per_ms is None:
+            self._cycles_per_ms = self._calibrate_spin()
+        torch.cuda._sleep(int(ms * self._cycles_per_ms))
+
+    def _calibrate_spin(self) -> float:
+        cycles = 1_000_000
+        torch.cuda._sleep(cycles)  # first use loads the kernel
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record(self.stream)
+        torch.cuda._sleep(cycles)
+        end.record(self.stream)
+        end.synchronize()
+        return cycles / max(1e-3, float(start.elapsed_time(end)))
 
     def check_healthy(self) -> None:
         try:
@@ -177,7 +201,8 @@ class CudaDevice(Device):
                 continue
             out.append(KernelActivity(
                 name=name, stream=int(e.device_resource_id()), ms=e.duration_ns() / 1e6,
-                harness="at::native" in name or "at_cuda_detail" in name,
+                # torch's own kernels: fills, copies, random numbers, the hold's spin kernel
+                harness="at::native" in name or "at_cuda_detail" in name or "spin_kernel" in name,
             ))
         return out
 

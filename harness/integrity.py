@@ -1,18 +1,15 @@
 """Checks against reward hacks in the timed phase (verifier rules 4-5; docs/verifier.md lists
-each hack class, the check that catches it and its reason text): outputs of fresh contents
-re-validated after the timing loop, the workspace probe, work hidden from the timed stream
-(device-synchronized tail and profiler), and persisting L2. Each function decides from
-measurements and returns the reason a person reads, or None."""
+each hack class, the check that catches it and its reason text): work hidden from the timed
+stream (device-synchronized tail and profiler) and persisting L2. Each function decides from
+measurements and returns the reason a person reads, or None. The checks of the timed outputs
+on fresh inputs are the problem's (harness/attention/fresh.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import torch
-
 from harness.device import KernelActivity
-from harness.problem import InputVersions
 from harness.stats import median
 
 # Device-synchronized tail: the device may stay busy this long after the harness stream has
@@ -30,79 +27,6 @@ PROFILE_CALLS = 3
 # fastest peer (torch SDPA's cuDNN and flash backends).
 SUSPICIOUS_VS_BASELINE = 30.0
 SUSPICIOUS_VS_PEER = 2.0
-
-
-def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Equal by value (-0 == +0); the transforms of fresh contents are exact in value."""
-    return a.shape == b.shape and bool(torch.equal(a, b))
-
-
-def differing(a: torch.Tensor, b: torch.Tensor) -> int:
-    return int((a != b).sum().item())
-
-
-def stale_or_drift(
-    set_no: int, out: torch.Tensor, versions: InputVersions, expected: torch.Tensor,
-    when: str,
-) -> str | None:
-    """None when `out` is the answer for the set's current contents; else whether it is the
-    answer for earlier contents (a cache) or something else (drift, race)."""
-    if same_values(out, expected):
-        return None
-    if bool(torch.isnan(out.float()).any().item()):
-        n = int(torch.isnan(out.float()).sum().item())
-        return (
-            f"output was not written {when}: {n} of {out.numel()} elements of input set "
-            f"{set_no} still hold the NaN poison"
-        )
-    # Only on failure: compare with the answer of every earlier version, newest first.
-    for version in versions.last_versions(len(versions.history)):
-        if same_values(out, versions.expected(version)):
-            back = len(versions.history) - 1 - max(
-                i for i, k in enumerate(versions.history[:-1]) if k == version
-            )
-            earlier = (
-                "the contents validated before timing" if version == 0
-                else f"the contents it held {back} call(s) earlier"
-            )
-            return (
-                f"output was stale: {when}, input set {set_no} holds the answer for {earlier}, "
-                "not for its current contents: the kernel returns cached results (keyed on "
-                "pointers or on sampled contents) instead of computing"
-            )
-    n = differing(out, expected)
-    return (
-        f"output of input set {set_no} changed during the timing loop ({n} elements differ "
-        f"from the exact answer for its contents, checked {when}): the kernel drifts after "
-        "repeated calls or races"
-    )
-
-
-def probe_reason(
-    set_no: int, out: torch.Tensor, versions: InputVersions, expected: torch.Tensor
-) -> str | None:
-    """The workspace probe: one (batch, head) block changed since the previous call and the
-    workspace left as that call wrote it. An honest kernel computes the new answer."""
-    if same_values(out, expected):
-        return None
-    previous = versions.expected(versions.history[-1])
-    if same_values(out, previous):
-        return (
-            f"output was stale: input set {set_no} changed in one randomly chosen block since "
-            "the previous call, its workspace was left as that call wrote it, and the kernel "
-            "returned the previous answer: it caches results (in its workspace or in device "
-            "memory) keyed on pointers or on sampled contents"
-        )
-    if bool(torch.isnan(out.float()).any().item()):
-        return (
-            f"output was not written when the workspace was not re-poisoned (input set "
-            f"{set_no}): the kernel depends on workspace contents it did not write in the call"
-        )
-    n = differing(out, expected)
-    return (
-        f"wrong answer when the workspace was not re-poisoned (input set {set_no}, {n} "
-        "elements differ): the kernel reads workspace contents it did not write in the call"
-    )
 
 
 def tail_reason(samples: Sequence[tuple[float, float]]) -> str | None:

@@ -1,4 +1,4 @@
-"""A cache of peer results (torch SDPA backends) across evaluations.
+"""A cache of peer results (torch SDPA backends, FA3) across evaluations.
 
 A peer is the same library code on the same GPU for every candidate, yet in a fresh worker
 process it costs a plan build per shape (cuDNN: most of the peer time of an evaluation) and its
@@ -27,7 +27,9 @@ from harness.report import PeerResult
 from harness.scenario import Scenario
 from harness.settings import EvalSettings
 
-FORMAT = 1
+# 2: peers timed on fresh inputs with a softmax_scale drawn per call (harness/attention/fields.py)
+# behind a device hold; FA3 joined the peers.
+FORMAT = 2
 # Device facts that change what a peer does or how fast it does it.
 DEVICE_KEYS = ("name", "capability", "sm_count", "torch", "cuda", "cudnn")
 

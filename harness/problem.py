@@ -65,31 +65,35 @@ class LoadedKernel(ABC):
         return -1
 
 
-Peer = Callable[[Any], torch.Tensor]  # runs on buffers, returns its own output tensor
+# Runs on buffers, returns its own output tensor in the candidate's output layout.
+Peer = Callable[[Any], torch.Tensor]
 
 
-class InputVersions(ABC):
-    """Fresh contents for one input set in the timing loop: each version rewrites the set's
-    tensors in place (same addresses) so that its exact answer follows from the validated
-    answer, without a new reference. `history` lists the versions written, 0 = validated."""
-
-    history: list[int]
-
-    @abstractmethod
-    def advance(self) -> None:
-        """Rewrite the set with the next version (before a call, outside the timed region)."""
+class TimedInputs(ABC):
+    """Fresh contents for every candidate call of the timing loop, for one input set: before
+    each call the set's tensors are rewritten in place (same addresses) with new random contents
+    from a nonce the kernel cannot know, and the set's output of the call before is kept. After
+    the calls, `Problem.check_timed` verifies sampled rows of every kept output (chosen then) against a
+    reference; `probe` and `restore` serve the workspace probe and the re-run on the validated
+    inputs (docs/verifier.md)."""
 
     @abstractmethod
-    def expected(self, version: int) -> torch.Tensor:
-        """The exact answer for a version's contents."""
+    def before_call(self) -> None:
+        """Keep the output of this set's previous call, write fresh contents (outside the timed
+        region)."""
 
     @abstractmethod
-    def probe(self) -> torch.Tensor:
-        """Change a small, randomly placed part of the set and return the new exact answer."""
+    def keep_last(self) -> None:
+        """Keep the output of this set's last call (after the loop)."""
 
     @abstractmethod
-    def last_versions(self, n: int) -> list[int]:
-        """Up to n distinct versions before the last one, most recent first."""
+    def probe(self) -> str | None:
+        """Change a small, randomly placed part of the inputs, call the candidate (the callback
+        given at creation) with the workspace as the previous call left it, judge the output."""
+
+    @abstractmethod
+    def restore(self) -> None:
+        """Write the contents validated before timing back into the set."""
 
 
 class Problem(ABC):
@@ -119,28 +123,37 @@ class Problem(ABC):
     @abstractmethod
     def buffers(
         self, s: Scenario, inputs: Sequence[torch.Tensor], out: torch.Tensor,
-        workspace: torch.Tensor | None,
-    ) -> Any: ...
+        workspace: torch.Tensor | None, trial: int = 0, seed: int = 0,
+    ) -> Any:
+        """The kernel's arguments; contract fields that rotate by trial (softmax_scale) take
+        the trial's value."""
 
     @abstractmethod
-    def reference(
-        self, s: Scenario, inputs: Sequence[torch.Tensor], dtype: torch.dtype
-    ) -> torch.Tensor: ...
+    def reference(self, s: Scenario, buffers: Any, dtype: torch.dtype) -> torch.Tensor:
+        """The answer for the buffers' inputs and contract fields, computed in `dtype`."""
 
     @abstractmethod
     def peers(self, s: Scenario) -> dict[str, Peer]: ...
 
-    def input_versions(
-        self, s: Scenario, inputs: list[torch.Tensor], validated: torch.Tensor, seed: int,
-        count: int,
-    ) -> InputVersions | None:
-        """Fresh contents for the timing loop (None: the problem has none; sets then rotate
-        with unchanged contents)."""
+    def unavailable_peers(self, wanted: Sequence[str]) -> dict[str, str]:
+        """Peers asked for that cannot run on this machine, with the reason."""
+        return {}
+
+    def timed_inputs(
+        self, s: Scenario, set_index: int, inputs: list[torch.Tensor], buffers: Any,
+        call: Callable[[], None], counter: list[int],
+    ) -> TimedInputs | None:
+        """Fresh contents for every timed call of one input set (None: the problem has none;
+        sets then rotate with unchanged contents). `call` runs the candidate once on the set;
+        `counter` numbers the candidate's calls across every set of the scenario."""
         return None
 
-    def explain_failure(
-        self, s: Scenario, inputs: Sequence[torch.Tensor], out: torch.Tensor, tolerance: float
-    ) -> str | None:
+    def check_timed(self, sets: Sequence[TimedInputs]) -> str | None:
+        """Verify the outputs the timed calls left (sampled after the fact); the reason of the
+        first wrong one, or None."""
+        return None
+
+    def explain_failure(self, s: Scenario, buffers: Any, tolerance: float) -> str | None:
         """A problem-specific reading of a wrong output (None: nothing more to say)."""
         return None
 

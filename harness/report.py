@@ -25,7 +25,7 @@ SKIPPED = "skipped"  # not run (the evaluation was abandoned after repeated cras
 NOT_COMPILED = "not_compiled"  # the kernel did not pass static checks or did not compile
 STATUSES = (PASS, FAIL, UNSUPPORTED, ERROR, CRASH, TIMEOUT, SKIPPED, NOT_COMPILED)
 
-PEER_NAMES = ("cudnn", "flash")
+PEER_NAMES = ("cudnn", "flash", "fa3")
 
 # Verdicts of a whole evaluation (verifier rule 5): accepted needs every scenario passed,
 # hidden ones included, and no sanity flag; a flag blocks the verdict until re-verified.
@@ -42,7 +42,7 @@ MAX_REASONS = 6
 
 @dataclass
 class PeerResult:
-    """A reference implementation timed by the same code (torch SDPA backends)."""
+    """A reference implementation timed by the same code (torch SDPA backends, FA3)."""
 
     status: str  # "ok", "unsupported", "incorrect", "error"
     time_ms: float | None = None
@@ -166,6 +166,11 @@ class EvaluationReport:
         age_h = ((now if now is not None else time.time()) - min(stamps)) / 3600
         return (f"{len(stamps)} of {total} peer results came from the peer cache (the oldest measured "
                 f"{age_h:.1f} h earlier): those ratios are not side by side")
+
+    def unavailable_peers(self) -> dict[str, str]:
+        """Peers the evaluation asked for that could not run on its machine, with the reason."""
+        info = self.settings.get("device_info") or {}
+        return dict(info.get("peers_unavailable") or {})
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -310,7 +315,7 @@ def render_table(report: EvaluationReport, width_reason: int = 48) -> str:
     """The report as a fixed-width table followed by the geomean lines."""
     head = (
         f"{'scenario':<44} {'status':<12} {'max err':>9} {'time ms':>9} {'TFLOP/s':>8} "
-        f"{'GB/s':>7} {'x base':>7} {'x cudnn':>7} {'x flash':>7}  note"
+        f"{'GB/s':>7} {'x base':>7} {'x cudnn':>7} {'x flash':>7} {'x fa3':>7}  note"
     )
     lines = [head, "-" * len(head)]
     for r in report.scenarios:
@@ -323,7 +328,8 @@ def render_table(report: EvaluationReport, width_reason: int = 48) -> str:
             f"{_fmt(r.time_ms, '.4f'):>9} {_fmt(r.tflops, '.1f'):>8} {_fmt(r.gbps, '.0f'):>7} "
             f"{_fmt(r.speedup_vs_baseline, '.2f', 'x'):>7} "
             f"{_fmt(r.speedup_vs_peers.get('cudnn'), '.2f', 'x'):>7} "
-            f"{_fmt(r.speedup_vs_peers.get('flash'), '.2f', 'x'):>7}  {note}"
+            f"{_fmt(r.speedup_vs_peers.get('flash'), '.2f', 'x'):>7} "
+            f"{_fmt(r.speedup_vs_peers.get('fa3'), '.2f', 'x'):>7}  {note}"
         )
     lines.append("")
     lines.extend(render_geomeans(report))
@@ -345,6 +351,7 @@ def render_geomeans(report: EvaluationReport) -> list[str]:
     note = report.cached_peer_note()
     if note:
         out.append(f"note: {note}")
+    out.extend(f"note: peer {name} not timed: {why}" for name, why in report.unavailable_peers().items())
     if report.flags:
         out.append("flags: " + "; ".join(report.flags))
     v = report.verdict()

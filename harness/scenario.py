@@ -22,6 +22,9 @@ class Scenario:
     hidden: bool = False
     model: str = ""
     tags: tuple[str, ...] = field(default_factory=tuple)
+    # ABI v1's softmax_scale for the scenario's first trial; None: head_dim^-0.5. Later trials
+    # and timed calls use other scales too (harness/attention/fields.py).
+    softmax_scale: float | None = None
 
     def __post_init__(self) -> None:
         for attr in ("batch", "seqlen_q", "seqlen_k", "heads_q", "heads_kv", "head_dim"):

@@ -16,14 +16,16 @@ class EvalSettings:
     check_determinism: bool = True
     measure: bool = True  # False: correctness only (no timing, no peers timed)
     # Integrity checks of the timed phase (docs/verifier.md): input sets rewritten with fresh
-    # contents before every timed call and re-validated, a workspace probe, the persisting-L2
-    # reset and the hidden-work checks. Off only to measure what they cost.
+    # random contents before every timed call and sampled rows of every timed output checked,
+    # a workspace probe, a re-run on the validated inputs, the persisting-L2 reset and the
+    # hidden-work checks. Off only to measure what they cost.
     integrity: bool = True
     # Profiler cross-check of kernel durations: "auto" (every flagged scenario, and once per
     # process a win over 30x the baseline or 2x the fastest peer), "always", "never".
     # CUPTI's start costs about a second per process.
     profile: str = "auto"
-    peers: tuple[str, ...] = ("cudnn", "flash")
+    # torch SDPA's cuDNN and flash (FA2) backends, and FlashAttention-3 where fa3-fwd loads.
+    peers: tuple[str, ...] = ("cudnn", "flash", "fa3")
     timing: TimingSettings = field(default_factory=TimingSettings)
     scenario_timeout_s: float = 120.0
     setup_timeout_s: float = 300.0

@@ -1,7 +1,10 @@
-"""Timing several implementations of one scenario by the same code, interleaved (A B A B ...)
-so that clock and thermal drift hit all of them alike: device timers around each call, the
-cache flushed and the input set rotated before every repetition, warm-up excluded, median
-of many, and a wall-clock cross-check that exposes work hidden from the timed stream."""
+"""Timing several implementations of one scenario by the same code, interleaved (A B C, then
+C B A, ...) so that clock and thermal drift, and the position in a round, hit all of them
+alike: device timers around each call, the cache flushed and the input set rotated before
+every repetition, then a spinning kernel that keeps the device busy while the host enqueues
+the timed call (so short calls measure the device, not the host's launch latency), warm-up
+excluded, median of many, and a wall-clock cross-check that exposes work hidden from the timed
+stream."""
 
 from __future__ import annotations
 
@@ -17,12 +20,17 @@ from harness.stats import median, relative_spread
 @dataclass(frozen=True)
 class TimingSettings:
     budget_ms: float = 10.0  # device time per implementation per scenario
-    min_reps: int = 5
+    min_reps: int = 10
     min_reps_slow: int = 3  # for calls slower than slow_ms, fewer repetitions are enough
     slow_ms: float = 5.0
     max_reps: int = 50
-    warmup: int = 1
+    warmup: int = 2
     wall_reps: int = 3
+    # The device is held busy before each timed call for lead_factor x the host's time to
+    # enqueue the call (the fastest warm-up call) + lead_slack_ms, at most max_lead_ms.
+    lead_factor: float = 2.0
+    lead_slack_ms: float = 0.02
+    max_lead_ms: float = 0.5
     # A call whose synchronized wall time exceeds the device-timer median by this factor plus
     # slack is doing work the timed stream does not see.
     wall_factor: float = 1.5
@@ -69,21 +77,33 @@ def time_interleaved(
     The wall-clock cross-check runs for the names in `cross_check` only (the candidate)."""
     names = list(launches)
     before = before or {}
+    lead = 0.0
 
     def prepare(name: str, set_index: int) -> None:
         if name in before:
             before[name](set_index)
         device.flush_cache()
+        device.hold(lead)
 
-    # Warm-up calls are not timed; the first timed call also sets the number of repetitions.
+    # Warm-up calls are not timed; they measure how long the host takes to enqueue a call.
+    # The first timed call sets the number of repetitions.
+    host_ms: list[float] = []
+    for name in names:
+        fn = launches[name]
+        fastest = float("inf")
+        for w in range(settings.warmup):
+            prepare(name, w % n_sets)
+            t0 = time.perf_counter()
+            fn(w % n_sets)
+            fastest = min(fastest, (time.perf_counter() - t0) * 1e3)
+        host_ms.append(fastest)
+        device.synchronize()
+    if host_ms and math.isfinite(max(host_ms)):
+        lead = min(settings.max_lead_ms, settings.lead_factor * max(host_ms) + settings.lead_slack_ms)
     pending: dict[str, list[Callable[[], float]]] = {name: [] for name in names}
     estimates: dict[str, float] = {}
     for name in names:
         fn = launches[name]
-        for w in range(settings.warmup):
-            prepare(name, w % n_sets)
-            fn(w % n_sets)
-        device.synchronize()
         prepare(name, 0)
         read = device.time_call(lambda fn=fn: fn(0))  # type: ignore[misc]
         device.synchronize()
@@ -91,7 +111,7 @@ def time_interleaved(
         pending[name].append(read)
     reps = {name: reps_for(estimates[name], settings) for name in names}
     for r in range(1, max(reps.values(), default=0)):
-        for name in names:
+        for name in names if r % 2 == 0 else reversed(names):
             if r >= reps[name]:
                 continue
             fn = launches[name]

@@ -5,9 +5,10 @@ Order per scenario (DESIGN verifier rules 3-5): the candidate runs on fresh inpu
 NaN-poisoned output before any reference exists in device memory; it runs twice on the same
 inputs (bitwise determinism); the inputs must be unchanged; only then are the fp32 and bf16
 references computed and the output judged; a second trial repeats this with other inputs at
-other addresses. Timing then interleaves candidate, baseline and peers over the trial input
-sets, whose contents are rewritten with fresh exact versions before every candidate call and
-re-validated afterwards; a workspace probe, hidden-work and persisting-L2 checks follow
+other addresses and another softmax_scale. Timing then interleaves candidate, baseline and
+peers over the trial input sets, whose contents are rewritten with fresh random ones before
+every candidate call; sampled rows of every timed output are checked afterwards, then a
+workspace probe, a re-run on the validated inputs, hidden-work and persisting-L2 checks
 (docs/verifier.md lists each check and its reason)."""
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import os
 import time
 import traceback
 import warnings
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,15 +32,13 @@ from harness.integrity import (
     SUSPICIOUS_VS_PEER,
     TAIL_CALLS,
     persisting_l2_reason,
-    probe_reason,
     profile_reason,
     reverified_flags,
-    stale_or_drift,
     summarize_activity,
     tail_reason,
 )
 from harness.peer_cache import PeerCache
-from harness.problem import InputVersions, KernelSpec, LoadedKernel, Problem
+from harness.problem import KernelSpec, LoadedKernel, Problem, TimedInputs
 from harness.report import (
     CRASH,
     ERROR,
@@ -168,11 +166,14 @@ class ScenarioEvaluator:
         ws.fill_(0xFF)  # NaN in bf16 and fp32: a kernel must not read scratch it did not write
         return ws
 
-    def _prepare(self, kernel: LoadedKernel, s: Scenario, inputs: list[torch.Tensor]) -> Any:
+    def _prepare(
+        self, kernel: LoadedKernel, s: Scenario, inputs: list[torch.Tensor], trial: int = 0
+    ) -> Any:
         out = self.problem.new_output(s, self.device.torch_device)
-        probe = self.problem.buffers(s, inputs, out, None)
+        seed = self.settings.seed
+        probe = self.problem.buffers(s, inputs, out, None, trial, seed)
         ws = self._workspace(kernel, s, probe)
-        return self.problem.buffers(s, inputs, out, ws)
+        return self.problem.buffers(s, inputs, out, ws, trial, seed)
 
     def _check_inputs(self, inputs: list[torch.Tensor], originals: list[torch.Tensor]) -> None:
         for name, now, before in zip(("q", "k", "v"), inputs, originals, strict=False):
@@ -239,7 +240,7 @@ class ScenarioEvaluator:
             seed = settings.seed * 1_000_003 + trial
             inputs = self.problem.make_inputs(s, seed, dev)
             originals = [x.clone() for x in inputs]
-            bufs = self._prepare(self.candidate, s, inputs)
+            bufs = self._prepare(self.candidate, s, inputs, trial)
             self._run_candidate(bufs)
             self._check_inputs(inputs, originals)
             if settings.check_determinism:
@@ -258,8 +259,8 @@ class ScenarioEvaluator:
             del originals
             lap = self._lap(r, "correctness", lap)
             # References exist only from here on, after the candidate's output.
-            ref32 = self.problem.reference(s, inputs, torch.float32)
-            ref_lowp = self.problem.reference(s, inputs, torch.bfloat16)
+            ref32 = self.problem.reference(s, bufs, torch.float32)
+            ref_lowp = self.problem.reference(s, bufs, torch.bfloat16)
             chk = check_output(bufs.o, ref32, ref_lowp)
             lap = self._lap(r, "reference", lap)
             # Report the trial that came closest to (or past) its tolerance.
@@ -270,7 +271,7 @@ class ScenarioEvaluator:
             if not chk.ok:
                 reason = chk.reason
                 if chk.max_error != float("inf"):
-                    hint = self.problem.explain_failure(s, inputs, bufs.o, chk.tolerance)
+                    hint = self.problem.explain_failure(s, bufs, chk.tolerance)
                     if hint:
                         reason = (f"{hint} [max error {chk.max_error:.3e} > tolerance "
                                   f"{chk.tolerance:.3e} against the correct answer]")
@@ -314,7 +315,7 @@ class ScenarioEvaluator:
             raise
         except Exception as exc:
             return PeerResult(status="unsupported", reason=str(exc).strip().splitlines()[0][:200])
-        chk = check_output(out.transpose(1, 2), ref32, ref_lowp)
+        chk = check_output(out, ref32, ref_lowp)
         if not chk.ok:
             return PeerResult(status="incorrect", reason=chk.reason[:200])
         return PeerResult(status="ok")
@@ -329,18 +330,23 @@ class ScenarioEvaluator:
         cand_bufs = [b for _, b in trial_sets]
         validated = [b.o.clone() for b in cand_bufs]
         integrity = self.settings.integrity
-        versions = self._input_versions(s, trial_sets) if integrity else [None] * n_sets
+        counter = [0]
+        fresh: list[TimedInputs | None] = [
+            self.problem.timed_inputs(s, i, inputs, bufs, self._synced_call(bufs), counter)
+            if integrity else None
+            for i, (inputs, bufs) in enumerate(trial_sets)
+        ]
         if integrity:
-            lap = self._lap(r, "integrity", lap)  # the input versions
+            lap = self._lap(r, "integrity", lap)  # the validated contents kept
 
         def call_candidate(i: int) -> None:
             self._call(self.candidate, cand_bufs[i], "the kernel")
 
         def prepare_candidate(i: int) -> None:
             # Fresh contents and poisoned scratch before every call, outside the timed region.
-            version = versions[i]
-            if version is not None:
-                version.advance()
+            timed = fresh[i]
+            if timed is not None:
+                timed.before_call()
             self._poison_workspace(cand_bufs[i])
 
         def prepared_call() -> None:
@@ -351,12 +357,17 @@ class ScenarioEvaluator:
         before: dict[str, Callable[[int], None]] = {"candidate": prepare_candidate}
         if self.baseline is not None:
             try:
-                base_bufs = [self._prepare(self.baseline, s, inp) for inp, _ in trial_sets]
+                base_bufs = [self._prepare(self.baseline, s, inp, i) for i, (inp, _) in enumerate(trial_sets)]
                 self._call(self.baseline, base_bufs[0], "the baseline")
                 self.device.synchronize()
                 launches["baseline"] = lambda i: self._call(
                     self.baseline, base_bufs[i], "the baseline"  # type: ignore[arg-type]
                 )
+
+                def same_fields(i: int) -> None:  # the call's scale, as the candidate's
+                    base_bufs[i].scale = cand_bufs[i].scale
+
+                before["baseline"] = same_fields
             except KernelFailure as f:
                 r.flags.append(f"baseline not timed: {f.reason}")
         for pname, peer in peers.items():
@@ -370,23 +381,19 @@ class ScenarioEvaluator:
         timed = time_interleaved(
             self.device, launches, n_sets, self.settings.timing, before, cross_check
         )
-        for i, (b, good) in enumerate(zip(cand_bufs, validated, strict=True)):
-            version = versions[i]
-            if version is not None:
-                why = stale_or_drift(
-                    i + 1, b.o, version, version.expected(version.history[-1]),
-                    "after the timing loop",
-                )
-                if why:
-                    raise KernelFailure(FAIL, why)
-                continue
-            if not bitwise_equal(b.o, good):
-                n = count_bit_differences(b.o, good)
-                raise KernelFailure(
-                    FAIL,
-                    f"output of input set {i + 1} changed during the timing loop ({n} elements "
-                    "differ from the validated result): the kernel drifts or races",
-                )
+        lap = self._lap(r, "timing", lap)
+        if integrity:
+            self._check_timed(fresh)
+            lap = self._lap(r, "integrity", lap)
+        else:
+            for b, good in zip(cand_bufs, validated, strict=True):
+                if not bitwise_equal(b.o, good):
+                    n = count_bit_differences(b.o, good)
+                    raise KernelFailure(
+                        FAIL,
+                        f"output of an input set changed during the timing loop ({n} elements "
+                        "differ from the validated result): the kernel drifts or races",
+                    )
         cand = timed["candidate"]
         ms = cand.median_ms
         r.time_ms, r.time_spread, r.reps = ms, cand.spread, cand.reps
@@ -414,28 +421,36 @@ class ScenarioEvaluator:
         if integrity:
             self._check_persisting_l2("after timing")
             self._check_stream_tail(prepared_call)
-            for i, version in enumerate(versions):
-                if version is not None:
-                    self._probe(i, version, cand_bufs[i])
+            self._check_timed(fresh)
+            for i, timed_set in enumerate(fresh):
+                if timed_set is not None:
+                    self._probe(timed_set, cand_bufs[i])
+                    self._rerun_validated(i, timed_set, cand_bufs[i], validated[i])
             lap = self._lap(r, "integrity", lap)
         self._sanity(r)
         if integrity and self._wants_profile(r):
             if self._check_profile(r, prepared_call):
                 r.flags = reverified_flags(r.flags)
+            self._check_timed(fresh)
             self._lap(r, "profile", lap)
 
     # -- integrity of the timed phase (docs/verifier.md) -----------------------------------
 
-    def _input_versions(
-        self, s: Scenario, trial_sets: list[tuple[list[torch.Tensor], Any]]
-    ) -> list[InputVersions | None]:
-        t = self.settings.timing
-        count = t.warmup + t.max_reps + t.wall_reps + TAIL_CALLS + PROFILE_CALLS + 2
-        seed = zlib.crc32(s.name.encode()) ^ (self.settings.seed * 7919)
-        return [
-            self.problem.input_versions(s, inputs, bufs.o, seed + i, count)
-            for i, (inputs, bufs) in enumerate(trial_sets)
-        ]
+    def _call_synced(self, bufs: Any) -> None:
+        self._call(self.candidate, bufs, "the kernel")
+        self.device.synchronize()
+
+    def _synced_call(self, bufs: Any) -> Callable[[], None]:
+        return lambda: self._call_synced(bufs)
+
+    def _check_timed(self, fresh: list[TimedInputs | None]) -> None:
+        """Every output the candidate left on fresh inputs, checked on rows chosen now."""
+        sets = [t for t in fresh if t is not None]
+        for t in sets:
+            t.keep_last()
+        why = self.problem.check_timed(sets)
+        if why:
+            raise KernelFailure(FAIL, why)
 
     def reset_persisting_l2(self) -> int:
         """Before any candidate call: the limit the device started with (the driver may set
@@ -473,17 +488,29 @@ class ScenarioEvaluator:
         if why:
             raise KernelFailure(FAIL, why)
 
-    def _probe(self, i: int, version: InputVersions, bufs: Any) -> None:
-        """One more call with a small random change of the contents and the workspace left as
-        the previous call wrote it: a cache in the workspace or in device memory returns the
+    def _probe(self, timed: TimedInputs, bufs: Any) -> None:
+        """One more call with a small random change of K and V and the workspace left as the
+        previous call wrote it: a cache in the workspace or in device memory returns the
         previous answer."""
-        expected = version.probe()
-        bufs.o.fill_(float("nan"))
-        self._call(self.candidate, bufs, "the kernel")
-        self.device.synchronize()
-        why = probe_reason(i + 1, bufs.o, version, expected)
+        why = timed.probe()
         if why:
             raise KernelFailure(FAIL, why)
+
+    def _rerun_validated(self, i: int, timed: TimedInputs, bufs: Any, validated: torch.Tensor) -> None:
+        """The contents validated before timing, given again after every timed call: a
+        deterministic kernel returns the same bits; one that changed its path after some calls
+        does not."""
+        timed.restore()
+        self._repoison(bufs)
+        self._call_synced(bufs)
+        if not bitwise_equal(bufs.o, validated):
+            n = count_bit_differences(bufs.o, validated)
+            raise KernelFailure(
+                FAIL,
+                f"output of input set {i + 1} changed during the timing loop ({n} elements differ "
+                "from the validated result when its validated inputs are given again after the "
+                "timed calls): the kernel drifts after repeated calls or races",
+            )
 
     def _wants_profile(self, r: ScenarioResult) -> bool:
         """Flagged scenarios always; a suspiciously large win once per process (the profiler's
@@ -597,6 +624,8 @@ def run_worker(job_dict: dict[str, Any], start: int, conn: Any, spare: bool = Fa
     info["pid"] = os.getpid()
     if rates is not None:
         info["matrix_tflops"], info["copy_gbps"] = rates.matrix_tflops, rates.copy_gbps
+    if job.settings.device == "cuda" and job.settings.measure:
+        info["peers_unavailable"] = problem.unavailable_peers(job.settings.peers)
     cache = None
     if job.settings.peer_cache_dir and job.settings.device == "cuda":
         cache = PeerCache(Path(job.settings.peer_cache_dir), job.settings.peer_cache_max_age_s, info,

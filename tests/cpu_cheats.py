@@ -64,3 +64,54 @@ def workspace_cache(b: AttentionBuffers) -> int:
 
 def workspace_cache_workspace(b: AttentionBuffers) -> int:
     return HEADER + b.o.numel() * b.o.element_size()
+
+
+_REPLAY: dict[tuple[int, ...], tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def replay_transformed(b: AttentionBuffers) -> int:
+    """The replay that fresh inputs must defeat: keyed on the call's buffers (whose K the old
+    harness never changed), it computes once, then returns the cached answer with each (batch,
+    kv head) block rescaled by the ratio of the current V to the cached one: exact under the old
+    harness's versions (V times +-2^e), no attention computed."""
+    key = (b.q.data_ptr(), b.k.data_ptr(), b.v.data_ptr(), b.o.data_ptr())
+    if key not in _REPLAY:
+        correct(b)
+        _REPLAY[key] = (b.o.clone(), b.v[:, 0, :, 0].float().clone())
+        return 0
+    answer, v0 = _REPLAY[key]
+    now = b.v[:, 0, :, 0].float()
+    factor = torch.where(v0 != 0, now / v0, torch.ones_like(v0))  # [batch, kv heads]
+    group = b.q.shape[2] // b.k.shape[2]
+    per_head = factor.repeat_interleave(group, dim=1).view(b.o.shape[0], 1, -1, 1)
+    b.o.copy_((answer.float() * per_head).to(b.o.dtype))
+    return 0
+
+
+def ignores_scale(b: AttentionBuffers) -> int:
+    """Uses head_dim^-0.5 whatever softmax_scale the call passes."""
+    from harness.attention.reference import attention_reference
+
+    usual = b.q.shape[3] ** -0.5
+    b.o.copy_(attention_reference(b.q, b.k, b.v, causal=b.causal, scale=usual).to(torch.bfloat16))
+    return 0
+
+
+_CALLS = {"n": 0}
+
+
+def stops_writing_after_validation(b: AttentionBuffers) -> int:
+    """Computes for the four correctness calls, then returns without writing: whatever the
+    output buffer held (an earlier answer) is what the harness reads."""
+    _CALLS["n"] += 1
+    return correct(b) if _CALLS["n"] <= 4 else 0
+
+
+def wrong_once_while_timed(b: AttentionBuffers) -> int:
+    """Right on every call but one in the middle of the timing loop, which a check of only the
+    last output of each input set would never see."""
+    _CALLS["n"] += 1
+    correct(b)
+    if _CALLS["n"] == 9:
+        b.o.mul_(-1.0)
+    return 0

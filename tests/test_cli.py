@@ -30,6 +30,15 @@ def test_scenarios_json_lists_the_suite_with_required_fields() -> None:
     assert sum(r["hidden"] for r in rows) == 46
 
 
+def test_scenarios_json_says_which_softmax_scale_each_trial_and_timed_call_uses() -> None:
+    out = socratic("scenarios", "--json", "--filter", "gqa-llama3-8b-tp1-s4096-b2-causal")
+    assert out.returncode == 0, out.stderr
+    (row,) = json.loads(out.stdout)
+    assert row["softmax_scale"] == pytest.approx(128 ** -0.5)
+    assert row["trial_softmax_scales"] == [pytest.approx(128 ** -0.5), pytest.approx(1 / 12)]
+    assert "1/sqrt(144), Gemma 2 27B" in row["timed_softmax_scales"]
+
+
 def test_scenarios_table_filters_and_counts() -> None:
     out = socratic("scenarios", "--suite", "visible", "--filter", "category=decode")
     assert out.returncode == 0

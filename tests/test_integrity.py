@@ -1,12 +1,18 @@
-"""The timed phase's integrity checks on the CPU backend: fresh contents rotated through the
-timing loop and re-validated, the workspace probe, failure diagnoses, and the decisions of the
+"""The timed phase's integrity checks on the CPU backend: fresh random contents before every
+timed call and sampled rows of every timed output checked afterwards, the workspace probe,
+softmax_scale rotation, failure diagnoses that name the cheat, and the decisions of the
 hidden-work and persisting-L2 checks (whose measurements need a GPU) from given numbers."""
 
 from __future__ import annotations
 
+import random
+from typing import Any
+
+import pytest
 import torch
 
-from harness.attention.fresh import FACTORS, AttentionVersions
+from harness.attention.fields import timed_scale, trial_scale
+from harness.attention.fresh import AttentionTimedInputs, fresh_qkv, timed_reason
 from harness.attention.problem import AttentionForward
 from harness.device import KernelActivity
 from harness.executor import LocalExecutor
@@ -42,42 +48,107 @@ def run(
     return LocalExecutor().run(job).results
 
 
-def _set(s: Scenario, seed: int) -> tuple[list[torch.Tensor], object, AttentionVersions]:
+def _timed_set(s: Scenario, seed: int) -> tuple[list[torch.Tensor], Any, AttentionTimedInputs]:
     problem = AttentionForward()
     inputs = problem.make_inputs(s, seed, CPU)
-    bufs = problem.buffers(s, inputs, problem.new_output(s, CPU), None)
+    bufs = problem.buffers(s, inputs, problem.new_output(s, CPU), None, trial=seed)
     bufs.o.copy_(_exact(bufs))
-    return inputs, bufs, AttentionVersions(s, inputs, bufs.o, seed=seed, count=6)
+
+    def call() -> None:
+        bufs.o.copy_(_exact(bufs))
+
+    return inputs, bufs, AttentionTimedInputs(s, 1, inputs, bufs, call, [0], random.SystemRandom())
 
 
-def test_every_fresh_version_has_the_exact_answer_the_harness_predicts() -> None:
+def test_every_timed_call_gets_new_q_k_and_v_that_its_nonce_reproduces() -> None:
     for seed in (0, 1):  # seed 1 stores K and V interleaved in one buffer
-        _, bufs, versions = _set(GQA, seed)
-        for _ in range(8):  # more than planned: the sequence starts over
-            versions.advance()
-            assert torch.equal(_exact(bufs), versions.expected(versions.history[-1]))
+        inputs, bufs, timed = _timed_set(GQA, seed)
+        addresses = [x.data_ptr() for x in inputs]
+        before = [x.clone() for x in inputs]
+        for _ in range(3):
+            timed.before_call()
+            assert [x.data_ptr() for x in inputs] == addresses  # the addresses the kernel saw
+            for now, old in zip(inputs, before, strict=True):
+                assert float((now != old).float().mean()) > 0.9  # Q, K and V all new
+            c = timed.pending
+            assert c is not None
+            again = fresh_qkv(GQA, c.nonce, c.dist, CPU)
+            assert all(torch.equal(a, b) for a, b in zip(again, inputs, strict=True))
+            assert bufs.scale == c.scale
+            before = [x.clone() for x in inputs]
+        timed.keep_last()
+        assert [c.number for c in timed.calls] == [1, 2, 3]
+        assert len({c.nonce for c in timed.calls}) == 3
 
 
-def test_consecutive_versions_change_every_element_of_v() -> None:
-    inputs, _, versions = _set(GQA, 0)
-    v = inputs[2]
-    before = v.clone()
-    for _ in range(5):
-        versions.advance()
-        changed = v != before
-        assert bool(changed[before != 0].all())
-        before = v.clone()
-    assert all(abs(f) in (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0) for f in FACTORS)
+def test_sampled_rows_of_every_kept_output_are_checked_after_the_calls() -> None:
+    _, bufs, timed = _timed_set(GQA, 0)
+    for _ in range(3):
+        timed.before_call()
+        bufs.o.copy_(_exact(bufs))
+    timed.keep_last()
+    assert timed_reason([timed]) is None
+    assert all(c.verdict == "ok" for c in timed.calls)
+    timed.before_call()
+    bufs.o.copy_(_exact(bufs) * 1.5)  # call 4 is wrong
+    timed.keep_last()
+    why = timed_reason([timed])
+    assert why is not None and why.startswith("output of timed call 4 (input set 1) changed during the timing loop")
 
 
-def test_the_probe_changes_one_block_that_is_not_the_first_and_predicts_its_answer() -> None:
-    inputs, bufs, versions = _set(GQA, 0)
-    versions.advance()
-    v_before = inputs[2].clone()
-    expected = versions.probe()
-    changed = (inputs[2] != v_before).any(dim=(1, 3))  # [batch, kv head]
-    assert int(changed.sum()) == 1 and not bool(changed[0, 0])
-    assert torch.equal(_exact(bufs), expected)
+def test_the_probe_changes_half_the_keys_of_one_block_that_is_not_the_first() -> None:
+    inputs, _, timed = _timed_set(GQA, 0)
+    k_before, v_before = inputs[1].clone(), inputs[2].clone()
+    assert timed.probe() is None  # the honest call computes the new answer
+    for now, old in ((inputs[1], k_before), (inputs[2], v_before)):
+        rows = (now != old).any(dim=-1)  # [batch, key, kv head]
+        blocks = rows.any(dim=1)
+        assert int(blocks.sum()) == 1 and not bool(blocks[0, 0])
+        assert not bool(rows[:, 0].any())  # never the first key
+        assert int(rows.sum()) == (GQA.seqlen_k - 1) // 2
+
+
+def test_softmax_scale_rotates_by_trial_and_by_timed_call() -> None:
+    d128 = Scenario("d128", "x", 1, 8, 8, 4, 2, 128, causal=True)
+    assert trial_scale(d128, 0, 0) == pytest.approx(128 ** -0.5)
+    assert trial_scale(d128, 1, 0) == pytest.approx(1 / 12)  # Gemma 2 27B: 1/sqrt(144)
+    d64 = Scenario("d64", "x", 1, 8, 8, 4, 2, 64, causal=True)
+    ratio = trial_scale(d64, 1, 0) / 64 ** -0.5
+    assert 0.5 <= ratio <= 0.8 or 1.25 <= ratio <= 2.0
+    pinned = Scenario("p", "x", 1, 8, 8, 4, 2, 64, causal=False, softmax_scale=0.3)
+    assert trial_scale(pinned, 0, 0) == 0.3
+    rng = random.Random(5)
+    seen = {round(timed_scale(d128, rng) * 1e6) for _ in range(60)}
+    assert {round(128 ** -0.5 * 1e6), round(1e6 / 12)} < seen and len(seen) > 10
+
+
+def test_a_transformed_replay_of_the_validated_answer_is_named() -> None:
+    results = run("replay_transformed", module="tests.cpu_cheats")
+    assert all(r.status == FAIL for r in results)
+    assert all("is a transformed copy of the answer for" in r.reason for r in results), results[0].reason
+    assert "the kernel replays a cached answer" in results[0].reason
+
+
+def test_a_kernel_that_ignores_softmax_scale_is_named() -> None:
+    results = run("ignores_scale", module="tests.cpu_cheats")
+    assert all(r.status == FAIL for r in results)
+    assert all(r.reason.startswith("trial 2: ignores softmax_scale: the call passed") for r in results)
+
+
+def test_outputs_left_from_earlier_calls_are_called_replays_not_races() -> None:
+    results = run("stops_writing_after_validation", [SCENARIOS[0]], module="tests.cpu_cheats")
+    assert results[0].status == FAIL
+    assert results[0].reason.startswith(
+        "output was stale: after the timing loop, timed call 1 (input set 1) holds the answer for "
+        "the contents validated before timing (input set 1)"
+    )
+    assert "non-deterministic" not in results[0].reason
+
+
+def test_one_wrong_timed_call_in_the_middle_of_the_loop_is_caught() -> None:
+    results = run("wrong_once_while_timed", [SCENARIOS[0]], module="tests.cpu_cheats")
+    assert results[0].status == FAIL
+    assert results[0].reason.startswith("output of timed call 5 (input set 1) changed during the timing loop")
 
 
 def test_pointer_keyed_cache_is_rejected_as_stale() -> None:
@@ -94,8 +165,8 @@ def test_cache_keyed_on_sampled_q_and_k_is_rejected_as_stale() -> None:
 
 def test_cache_kept_in_the_workspace_is_caught_by_the_workspace_probe() -> None:
     results = run("workspace_cache", module="tests.cpu_cheats")
-    # The probe changes a block other than the one the cache samples when there are several.
-    assert [r.status for r in results] == [FAIL, PASS, FAIL]
+    # The probe changes half the key rows of a block, never the first row the cache samples.
+    assert [r.status for r in results] == [FAIL, FAIL, FAIL]
     assert "its workspace was left as that call wrote it" in results[0].reason
 
 

@@ -147,3 +147,24 @@ def test_a_cache_that_cannot_be_written_is_skipped_without_an_error(tmp_path: Pa
     c.put("cudnn", SHAPE, PeerResult("ok", time_ms=0.25))
     assert c.get("cudnn", SHAPE) is None
     assert blocked.read_text() == "not a folder"
+
+
+def test_a_pinned_softmax_scale_is_part_of_the_key_and_fa3_is_its_own_peer(tmp_path: Path) -> None:
+    cache(tmp_path).put("fa3", SHAPE, PeerResult("ok", time_ms=0.2))
+    assert cache(tmp_path).get("fa3", SHAPE) is not None
+    assert cache(tmp_path).get("cudnn", SHAPE) is None
+    assert cache(tmp_path).get("fa3", dataclasses.replace(SHAPE, softmax_scale=1 / 12)) is None
+
+
+def test_a_peer_that_cannot_load_is_named_with_its_reason_under_the_table() -> None:
+    r = ScenarioResult("prefill-a", "prefill", False, "pass", time_ms=0.2, speedup_vs_baseline=10.0,
+                       speedup_vs_peers={"cudnn": 1.25, "fa3": 0.5})
+    why = "fa3-fwd could not be loaded (ModuleNotFoundError: x); install the optional extra"
+    rep = EvaluationReport("k.cu", "baseline.cu", "NVIDIA H200", "all", [r], CompileInfo(ok=True),
+                           settings={"device_info": {"peers_unavailable": {"fa3": why}}})
+    lines = render_geomeans(rep)
+    assert f"note: peer fa3 not timed: {why}" in lines
+    assert "vs fa3 0.500x" in lines[0]
+    again = EvaluationReport.from_dict(json.loads(rep.to_json()))
+    assert again.unavailable_peers() == {"fa3": why}
+    assert again.to_dict()["geomean"]["all"]["vs_peers"]["fa3"] == 0.5

@@ -1,97 +1,354 @@
-"""Fresh contents for the timing loop of attention forward. Before every timed call an input
-set is rewritten in place with a new version whose exact answer follows from the validated
-one, so no reference has to be recomputed:
+"""Fresh inputs for every timed call of attention forward, and the check of every timed output.
 
-- V of each (batch, kv head) block is multiplied by a power of two with a random sign
-  (+-2^e, e in -3..3, never the block's previous factor): the output heads that read that
-  block scale by the same factor, exactly (scaling by 2^e commutes with rounding);
-- query heads are permuted within their kv group: the output heads permute alike.
+Before each candidate call of the timing loop an input set's Q, K and V are rewritten in place
+(the addresses the kernel saw) with new random contents: a 62-bit nonce drawn from the
+operating system's random source seeds the generator, the distribution (normal, large logits,
+shifted uniform) and the softmax scale are drawn too, all outside the timed region. Nothing a
+kernel saw before determines them. The set's output of each call is kept (a device copy,
+outside the timed region). After the calls, rows (batch, query head, query) are chosen from
+the same random source, so the kernel cannot know them while it runs; the call's inputs are
+regenerated from its nonce and those rows are checked against fp32 and bf16 references with
+the correctness rule (2x the bf16 reference's error on those rows + the rounding floor).
 
-Every element of V changes between two calls of a set, so a cache keyed on pointers, or on
-contents sampled anywhere in V, either misses or returns the answer for older contents,
-which the check after the timing loop sees. The answer is compared by value (-0 == +0)."""
+A wrong timed output is explained when it can be: equal to an earlier answer (a replay),
+each sampled row a multiple of a row of an earlier answer (a transformed replay), the answer
+for softmax_scale = head_dim^-0.5 where the call passed another scale, wrong only from some
+call on (drift); otherwise wrong on fresh inputs after being right on validated ones."""
 
 from __future__ import annotations
 
+import math
 import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-from harness.problem import InputVersions
+from harness.attention.fields import default_scale, timed_scale
+from harness.attention.reference import attention_rows_reference
+from harness.correctness import check_output, tolerance_tensor
+from harness.problem import TimedInputs
 from harness.scenario import Scenario
 
-FACTORS = tuple(sign * 2.0**e for e in range(-3, 4) for sign in (1.0, -1.0))
+DISTRIBUTIONS = ("normal", "large-logits", "uniform-shifted")
+# Rows checked per timed call: up to BLOCKS (batch, kv head) blocks, ROWS in each.
+BLOCKS = 4
+ROWS = 16
+# A wrong row whose centered correlation with a row of an earlier answer exceeds this is a
+# (scaled) copy of it; rows of independent random inputs correlate near 0.
+COPY_CORRELATION = 0.98
+COPY_SHARE = 0.9
 
 
-class AttentionVersions(InputVersions):
+def draw(shape: tuple[int, ...], kind: str, dist: str, gen: torch.Generator,
+         device: torch.device) -> torch.Tensor:
+    """bf16 random values of one distribution (made in bf16: the timed loop pays for it)."""
+    if dist == "uniform-shifted":
+        t = torch.rand(shape, generator=gen, device=device, dtype=torch.bfloat16)
+        return t * 2.0 - 0.75 if kind != "v" else t * 2.0
+    t = torch.randn(shape, generator=gen, device=device, dtype=torch.bfloat16)
+    if dist == "large-logits" and kind in ("q", "k"):
+        t = t * 4.0  # logits with std ~16: a kernel without max subtraction overflows
+    if kind == "v":
+        t = t + 0.5
+    return t
+
+
+def fresh_qkv(s: Scenario, nonce: int, dist: str, device: torch.device) -> list[torch.Tensor]:
+    """Contiguous Q, K, V for a nonce; the same nonce gives the same values again."""
+    gen = torch.Generator(device=device)
+    gen.manual_seed(nonce)
+    b, sq, sk, hq, hkv, d = s.batch, s.seqlen_q, s.seqlen_k, s.heads_q, s.heads_kv, s.head_dim
+    return [draw((b, sq, hq, d), "q", dist, gen, device), draw((b, sk, hkv, d), "k", dist, gen, device),
+            draw((b, sk, hkv, d), "v", dist, gen, device)]
+
+
+@dataclass
+class TimedCall:
+    number: int  # the candidate's n-th call on fresh inputs in this scenario (all sets)
+    set_no: int
+    nonce: int
+    dist: str
+    scale: float
+    out: torch.Tensor | None = None
+    verdict: str = ""  # "" not checked, "ok", or "wrong"
+
+
+@dataclass
+class Rows:
+    """Rows chosen for a check: blocks [n] and per block r (query head, query) pairs."""
+
+    batch: torch.Tensor  # [n]
+    kv_head: torch.Tensor  # [n]
+    heads: torch.Tensor  # [n, r]
+    queries: torch.Tensor  # [n, r]
+
+    def take(self, t: torch.Tensor) -> torch.Tensor:
+        """Those rows of a [b, s, h, d] tensor: [n, r, d]."""
+        return t[self.batch.view(-1, 1), self.queries, self.heads]
+
+
+class AttentionTimedInputs(TimedInputs):
     def __init__(
-        self, s: Scenario, inputs: list[torch.Tensor], validated: torch.Tensor, seed: int,
-        count: int,
+        self, s: Scenario, set_no: int, inputs: list[torch.Tensor], buffers: Any,
+        call: Callable[[], None], counter: list[int], rng: random.Random,
     ) -> None:
-        q, _, v = inputs
-        self.q, self.v = q, v
-        self.q0, self.v0 = q.clone(), v.clone()
-        self.o0 = validated.clone()
-        self.batch, self.heads_q, self.heads_kv = s.batch, s.heads_q, s.heads_kv
-        self.group = s.group
-        self.rng = random.Random(seed)
-        n, blocks = max(1, count), s.batch * s.heads_kv
-        gen = torch.Generator().manual_seed(seed)
-        # Version 0 is the validated contents (identity, factor 1); each later version moves
-        # every block to another factor: a random step of 1..13 places in the 14 factors.
-        steps = torch.randint(1, len(FACTORS), (n, blocks), generator=gen)
-        first = torch.randint(0, len(FACTORS), (1, blocks), generator=gen)
-        first = torch.where(torch.tensor(FACTORS)[first] == 1.0, (first + 1) % len(FACTORS), first)
-        index = torch.cat([first, steps[1:]]).cumsum(0) % len(FACTORS)
-        table = torch.tensor(FACTORS, dtype=torch.float32)
-        factors = torch.cat([torch.ones(1, blocks), table[index]])
-        # Query heads shuffled within their kv group (identity for version 0).
-        order = torch.rand(n, s.heads_kv, s.group, generator=gen).argsort(dim=-1)
-        base = (torch.arange(s.heads_kv) * s.group).view(1, s.heads_kv, 1)
-        perms = torch.cat([torch.arange(s.heads_q).view(1, -1), (order + base).view(n, -1)])
-        dev = q.device
-        self.perms = perms.to(dev)
-        self.factors = factors.to(dtype=q.dtype, device=dev).view(n + 1, s.batch, s.heads_kv)
-        self.history = [0]
-        self._probe: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.s = s
+        self.set_no = set_no
+        self.q, self.k, self.v = inputs
+        self.bufs = buffers
+        self.call = call
+        self.counter = counter
+        self.rng = rng
+        self.device = self.q.device
+        self.saved = [x.clone() for x in inputs]
+        self.saved_scale = float(buffers.scale)
+        self.validated = buffers.o.clone()
+        self.calls: list[TimedCall] = []
+        self.pending: TimedCall | None = None
 
-    def advance(self) -> None:
-        k = self.history[-1] + 1
-        if k >= self.perms.shape[0]:
-            k = 1  # more calls than planned: start over (consecutive versions still differ)
-        self._write(self.perms[k], self.factors[k])
-        self.history.append(k)
+    # -- the timing loop -------------------------------------------------------------------
 
-    def _write(self, perm: torch.Tensor, factors: torch.Tensor) -> None:
-        torch.index_select(self.q0, 2, perm, out=self.q)
-        torch.mul(self.v0, factors.view(self.batch, 1, self.heads_kv, 1), out=self.v)
+    def before_call(self) -> None:
+        self.keep_last()
+        nonce = self.rng.getrandbits(62)
+        dist = self.rng.choice(DISTRIBUTIONS)
+        scale = timed_scale(self.s, self.rng)
+        for dst, src in zip((self.q, self.k, self.v), fresh_qkv(self.s, nonce, dist, self.device),
+                            strict=True):
+            dst.copy_(src)
+        self.bufs.scale = scale
+        self.counter[0] += 1
+        self.pending = TimedCall(self.counter[0], self.set_no, nonce, dist, scale)
 
-    def _answer(self, perm: torch.Tensor, factors: torch.Tensor) -> torch.Tensor:
-        per_head = factors.repeat_interleave(self.group, dim=1)
-        return torch.index_select(self.o0, 2, perm) * per_head.view(self.batch, 1, self.heads_q, 1)
+    def keep_last(self) -> None:
+        if self.pending is not None:
+            self.pending.out = self.bufs.o.clone()
+            self.calls.append(self.pending)
+            self.pending = None
 
-    def expected(self, version: int) -> torch.Tensor:
-        return self._answer(self.perms[version], self.factors[version])
+    # -- after the calls -------------------------------------------------------------------
 
-    def probe(self) -> torch.Tensor:
-        """Change one (batch, kv head) block of V (not the first when there are several) and
-        return the answer for the new contents; nothing else is rewritten."""
-        k = self.history[-1]
-        blocks = self.batch * self.heads_kv
+    def choose_rows(self, blocks: Sequence[tuple[int, int]] | None = None) -> Rows:
+        s = self.s
+        if blocks is None:
+            everything = s.batch * s.heads_kv
+            picked = self.rng.sample(range(everything), min(BLOCKS, everything))
+            blocks = [divmod(p, s.heads_kv) for p in picked]
+        pairs = s.group * s.seqlen_q
+        r = min(ROWS, pairs)
+        heads, queries = [], []
+        for _, kvh in blocks:
+            chosen = self.rng.sample(range(pairs), r)
+            heads.append([kvh * s.group + c % s.group for c in chosen])
+            queries.append([c // s.group for c in chosen])
+        dev = self.device
+        return Rows(
+            torch.tensor([b for b, _ in blocks], device=dev),
+            torch.tensor([h for _, h in blocks], device=dev),
+            torch.tensor(heads, device=dev), torch.tensor(queries, device=dev),
+        )
+
+    def references(
+        self, rows: Rows, inputs: Sequence[torch.Tensor], scale: float
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        q, k, v = inputs
+        kb = k[rows.batch, :, rows.kv_head]  # [n, sk, d]
+        vb = v[rows.batch, :, rows.kv_head]
+        qr = rows.take(q)
+        s = self.s
+        return tuple(  # type: ignore[return-value]
+            attention_rows_reference(qr, kb, vb, rows.queries, causal=s.causal, scale=scale,
+                                     seqlen_q=s.seqlen_q, compute_dtype=dtype)
+            for dtype in (torch.float32, torch.bfloat16)
+        )
+
+    def measure(self, c: TimedCall) -> tuple[Rows, torch.Tensor]:
+        """Rows chosen now and [max error, tolerance, non-finite] on them, as a tensor (the
+        device is not synchronized: a scenario's calls are judged together)."""
+        assert c.out is not None
+        inputs = fresh_qkv(self.s, c.nonce, c.dist, self.device)
+        rows = self.choose_rows()
+        ref32, ref16 = self.references(rows, inputs, c.scale)
+        out = rows.take(c.out).float()
+        bad = (~torch.isfinite(out)).any().float()
+        err = torch.nan_to_num((out - ref32).abs().max(), nan=float("inf"))
+        return rows, torch.stack([err, tolerance_tensor(ref32, ref16), bad])
+
+    def probe(self) -> str | None:
+        """In one (batch, kv head) block (not the first when there are several), a random half
+        of the key rows (never the first row) get new K and V; the workspace stays as the
+        previous call left it; rows of the changed block and of the rest are checked against
+        the new contents. A cache keyed on pointers or on a few sampled elements hits and
+        returns the previous answer."""
+        s = self.s
+        blocks = s.batch * s.heads_kv
         pick = self.rng.randrange(1, blocks) if blocks > 1 else 0
-        bi, hi = divmod(pick, self.heads_kv)
-        factors = self.factors[k].clone()
-        old = float(factors[bi, hi].item())
-        factors[bi, hi] = self.rng.choice([f for f in FACTORS if f != old])
-        self.v[bi, :, hi].copy_(self.v0[bi, :, hi] * factors[bi, hi])
-        return self._answer(self.perms[k], factors)
+        bi, hi = divmod(pick, s.heads_kv)
+        previous = self.bufs.o.clone()
+        gen = torch.Generator(device=self.device)
+        gen.manual_seed(self.rng.getrandbits(62))
+        keys = list(range(1, s.seqlen_k)) or [0]
+        changed = torch.tensor(sorted(self.rng.sample(keys, max(1, len(keys) // 2))), device=self.device)
+        shape = (changed.numel(), s.head_dim)
+        self.k[bi, :, hi].index_copy_(0, changed, draw(shape, "k", "normal", gen, self.device))
+        self.v[bi, :, hi].index_copy_(0, changed, draw(shape, "v", "normal", gen, self.device))
+        self.bufs.o.fill_(float("nan"))
+        self.call()
+        chosen = [(bi, hi)]
+        if blocks > 1:
+            others = [p for p in range(blocks) if p != pick]
+            chosen += [divmod(p, s.heads_kv) for p in self.rng.sample(others, min(BLOCKS - 1, len(others)))]
+        rows = self.choose_rows(chosen)
+        ref32, ref16 = self.references(rows, (self.q, self.k, self.v), float(self.bufs.scale))
+        out = rows.take(self.bufs.o)
+        chk = check_output(out, ref32, ref16)
+        if chk.ok:
+            return None
+        if torch.equal(out[0], rows.take(previous)[0]):
+            return (
+                f"output was stale: input set {self.set_no} changed in one randomly chosen block "
+                "(half its key rows, in K and V) since the previous call, its workspace was left "
+                "as that call wrote "
+                "it, and the kernel returned the previous answer: it caches results (in its "
+                "workspace or in device memory) keyed on pointers or on sampled contents"
+            )
+        if bool(torch.isnan(out.float()).any().item()):
+            return (
+                f"output was not written when the workspace was not re-poisoned (input set "
+                f"{self.set_no}): the kernel depends on workspace contents it did not write in "
+                "the call"
+            )
+        return (
+            f"wrong answer when the workspace was not re-poisoned (input set {self.set_no}, max "
+            f"error {chk.max_error:.3e} > tolerance {chk.tolerance:.3e} on sampled rows): the "
+            "kernel reads workspace contents it did not write in the call"
+        )
 
-    def last_versions(self, n: int) -> list[int]:
-        """The versions before the last one, most recent first (without repeats)."""
-        seen: list[int] = []
-        for k in reversed(self.history[:-1]):
-            if k not in seen:
-                seen.append(k)
-            if len(seen) == n:
-                break
-        return seen
+    def restore(self) -> None:
+        for dst, src in zip((self.q, self.k, self.v), self.saved, strict=True):
+            dst.copy_(src)
+        self.bufs.scale = self.saved_scale
+
+
+# -- judging the timed calls of a scenario ---------------------------------------------------
+
+
+def _centered(t: torch.Tensor) -> torch.Tensor:
+    t = t.float()
+    return t - t.mean(dim=-1, keepdim=True)
+
+
+def _copied_rows(out_rows: torch.Tensor, candidates: torch.Tensor) -> float:
+    """Share of rows that are multiples of one of the candidate rows (same query, a head of the
+    same group): out_rows [n, r, d], candidates [n, r, g, d]."""
+    a = _centered(out_rows).unsqueeze(2)
+    b = _centered(candidates)
+    num = (a * b).sum(-1)
+    den = a.norm(dim=-1) * b.norm(dim=-1)
+    corr = torch.where(den > 0, num.abs() / den.clamp_min(1e-30), torch.zeros_like(num))
+    live = a.norm(dim=-1).squeeze(-1) > 0
+    if not bool(live.any()):
+        return 0.0
+    hit = (corr.max(dim=-1).values > COPY_CORRELATION) & live
+    return float(hit.sum().item()) / float(live.sum().item())
+
+
+def _group_rows(s: Scenario, rows: Rows, t: torch.Tensor) -> torch.Tensor:
+    """For each chosen row, the same query in every head of its group: [n, r, g, d]."""
+    base = (rows.heads // s.group) * s.group
+    heads = base.unsqueeze(-1) + torch.arange(s.group, device=rows.heads.device)
+    return t[rows.batch.view(-1, 1, 1), rows.queries.unsqueeze(-1), heads]
+
+
+def _earlier_answers(
+    sets: Sequence[AttentionTimedInputs], c: TimedCall
+) -> list[tuple[str, torch.Tensor]]:
+    """Answers that existed before call c, newest first: outputs of earlier timed calls, then
+    the outputs validated before timing."""
+    calls = sorted((x for t in sets for x in t.calls if x.number < c.number and x.out is not None),
+                   key=lambda x: -x.number)
+    found = [(f"the inputs of timed call {x.number}", x.out) for x in calls]
+    many = len(sets) > 1
+    for t in sets:
+        label = "the contents validated before timing" + (f" (input set {t.set_no})" if many else "")
+        found.append((label, t.validated))
+    return [(label, out) for label, out in found if out is not None]
+
+
+def timed_reason(sets: Sequence[AttentionTimedInputs]) -> str | None:
+    """Check every kept output not checked yet; the reason of the first wrong one in call order."""
+    calls = sorted((c for t in sets for c in t.calls if not c.verdict and c.out is not None),
+                   key=lambda c: c.number)
+    if not calls:
+        return None
+    by_set = {t.set_no: t for t in sets}
+    measured = [by_set[c.set_no].measure(c) for c in calls]
+    values = torch.stack([m for _, m in measured]).tolist()
+    first: tuple[TimedCall, Rows] | None = None
+    for c, (rows, _), (err, tol, bad) in zip(calls, measured, values, strict=True):
+        c.verdict = "ok" if not bad and err <= tol else "wrong"
+        if c.verdict == "wrong" and first is None:
+            first = (c, rows)
+    if first is None:
+        return None
+    c, rows = first
+    owner = by_set[c.set_no]
+    assert c.out is not None
+    inputs = fresh_qkv(owner.s, c.nonce, c.dist, owner.device)
+    chk = check_output(rows.take(c.out), *owner.references(rows, inputs, c.scale))
+    total = sum(len(t.calls) for t in sets)
+    wrong = sum(x.verdict == "wrong" for t in sets for x in t.calls)
+    return (_explain(sets, owner, c, rows, chk, inputs)
+            + f" [{wrong} of {total} timed calls on fresh inputs wrong in this scenario]")
+
+
+def _explain(
+    sets: Sequence[AttentionTimedInputs], owner: AttentionTimedInputs, c: TimedCall, rows: Rows,
+    chk: Any, inputs: list[torch.Tensor],
+) -> str:
+    s = owner.s
+    assert c.out is not None
+    where = f"timed call {c.number} (input set {c.set_no})"
+    for label, earlier in _earlier_answers(sets, c):
+        if earlier.shape == c.out.shape and torch.equal(earlier, c.out):
+            return (
+                f"output was stale: after the timing loop, {where} holds the answer for {label}, "
+                "not for its own fresh inputs: the kernel returns cached results (keyed on "
+                "pointers or on sampled contents) or replays an earlier answer instead of computing"
+            )
+    if math.isfinite(chk.max_error):
+        out_rows = rows.take(c.out)
+        for label, earlier in _earlier_answers(sets, c):
+            if earlier.shape == c.out.shape and _copied_rows(out_rows, _group_rows(s, rows, earlier)) >= COPY_SHARE:
+                return (
+                    f"output was stale: after the timing loop, {where} is a transformed copy of "
+                    f"the answer for {label} (each sampled row is a multiple of a row of it), not "
+                    "the answer for its own fresh inputs: the kernel replays a cached answer, "
+                    "rescaled or permuted, instead of computing attention"
+                )
+        usual = default_scale(s)
+        if abs(c.scale - usual) > 1e-6 * usual:
+            ref32, ref16 = owner.references(rows, inputs, usual)
+            if check_output(out_rows, ref32, ref16).ok:
+                return (
+                    f"ignores softmax_scale: {where} passed softmax_scale = {c.scale:.6g} and "
+                    f"got the answer for head_dim^-0.5 = {usual:.6g}: the kernel must use the "
+                    "scale the call passes"
+                )
+    detail = (f"max error {chk.max_error:.3e} > tolerance {chk.tolerance:.3e} on "
+              f"{rows.heads.numel()} sampled rows" if math.isfinite(chk.max_error)
+              else chk.reason)
+    before = [x for t in sets for x in t.calls if x.number < c.number]
+    if len(before) >= 2 and all(x.verdict == "ok" for x in before):
+        return (
+            f"output of {where} changed during the timing loop: the {len(before)} timed calls "
+            f"before it were right, this one is wrong on sampled rows ({detail}): the kernel "
+            "drifts after repeated calls or races"
+        )
+    return (
+        f"timed outputs wrong on sampled rows: {where}, {detail}; the kernel was right on the "
+        "inputs it was validated on but not on fresh ones: it appears to cache or replay "
+        "results, or to depend on inputs it saw before"
+    )

@@ -1,8 +1,13 @@
-"""Peers: torch SDPA's cuDNN and flash backends, run on the same buffers and timed by the same
-code as the candidate. A backend that refuses a shape is recorded as unsupported."""
+"""Peers: torch SDPA's cuDNN and flash (FA2) backends and FlashAttention-3 (PyPI's `fa3-fwd`,
+the optional extra `fa3`), run on the same buffers and timed by the same code as the candidate.
+Each honours the call's softmax_scale, strides (views of the candidate's own tensors) and GQA.
+A backend that refuses a shape is recorded as unsupported; FA3 where it cannot load (no wheel,
+not a Hopper GPU) is left out with the reason in the report."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Any
 
 import torch
@@ -10,6 +15,9 @@ import torch.nn.functional as F
 
 from harness.problem import Peer
 from harness.scenario import Scenario
+
+SDPA_PEERS = ("cudnn", "flash")
+FA3 = "fa3"
 
 
 class SdpaPeer:
@@ -30,6 +38,7 @@ class SdpaPeer:
         return {"attn_mask": causal_lower_right(q_len, k_len)}
 
     def __call__(self, buffers: Any) -> torch.Tensor:
+        """The output as [b, s, h, d] (a view of SDPA's [b, h, s, d])."""
         from torch.nn.attention import sdpa_kernel
 
         q = buffers.q.transpose(1, 2)
@@ -41,7 +50,7 @@ class SdpaPeer:
                 try:
                     return F.scaled_dot_product_attention(
                         q, k, v, scale=buffers.scale, enable_gqa=True, **mask
-                    )
+                    ).transpose(1, 2)
                 except RuntimeError:
                     # This backend has no native GQA: give it K/V expanded once, outside timing.
                     self._use_gqa_flag = False
@@ -53,16 +62,66 @@ class SdpaPeer:
                         k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
                     )
                 k, v = self._expanded[key]
-            return F.scaled_dot_product_attention(q, k, v, scale=buffers.scale, **mask)
+            return F.scaled_dot_product_attention(q, k, v, scale=buffers.scale, **mask).transpose(1, 2)
 
     def reset(self) -> None:
         self._expanded.clear()
 
 
-def sdpa_peers(s: Scenario) -> dict[str, Peer]:
+class Fa3Peer:
+    """FlashAttention-3's forward on the candidate's own [b, s, h, d] views: GQA and the
+    bottom-right causal mask are native, the scale is passed, strides are taken as they are
+    (the last dimension is contiguous). num_splits=0 lets FA3 choose split-KV itself, as its
+    KV-cache entry point does by default: without it decode shapes would run on b x h CTAs."""
+
+    def __init__(self, fn: Callable[..., Any], s: Scenario) -> None:
+        self.fn = fn
+        self.s = s
+        self.extra: dict[str, Any] = {"num_splits": 0}
+
+    def __call__(self, buffers: Any) -> torch.Tensor:
+        args = (buffers.q, buffers.k, buffers.v)
+        try:
+            out = self.fn(*args, softmax_scale=buffers.scale, causal=self.s.causal, **self.extra)
+        except (TypeError, RuntimeError):
+            if not self.extra:
+                raise
+            self.extra = {}  # a build without the automatic choice: FA3's own default
+            out = self.fn(*args, softmax_scale=buffers.scale, causal=self.s.causal)
+        return out[0] if isinstance(out, tuple) else out  # (out, lse) or out, by version
+
+
+@lru_cache(maxsize=1)
+def load_fa3() -> tuple[Callable[..., Any] | None, str]:
+    """fa3-fwd's flash_attn_func, or None and why it cannot run here."""
+    if not torch.cuda.is_available():
+        return None, "FA3 needs a CUDA GPU"
+    major, _ = torch.cuda.get_device_capability()
+    if major != 9:
+        return None, f"FA3 runs on Hopper (sm_90) only; this GPU is sm_{major}x"
+    try:
+        from fa3_fwd_interface import flash_attn_func
+    except Exception as exc:  # not installed, or built for another torch
+        return None, (f"fa3-fwd could not be loaded ({type(exc).__name__}: {str(exc)[:120]}); "
+                      "install the optional extra: pip install 'socratic[fa3]'")
+    return flash_attn_func, ""
+
+
+def peers_for(s: Scenario) -> dict[str, Peer]:
     from torch.nn.attention import SDPBackend
 
-    return {
+    found: dict[str, Peer] = {
         "cudnn": SdpaPeer(SDPBackend.CUDNN_ATTENTION, s),
         "flash": SdpaPeer(SDPBackend.FLASH_ATTENTION, s),
     }
+    fn, _ = load_fa3()
+    if fn is not None:
+        found[FA3] = Fa3Peer(fn, s)
+    return found
+
+
+def unavailable_peers(wanted: Sequence[str]) -> dict[str, str]:
+    if FA3 not in wanted:
+        return {}
+    fn, why = load_fa3()
+    return {} if fn is not None else {FA3: why}

@@ -3,9 +3,10 @@ the FLOP and byte model, and torch SDPA peers."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+import random
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -15,16 +16,17 @@ from harness.attention.abi import (
     LibraryKernel,
     PythonKernel,
 )
-from harness.attention.fresh import AttentionVersions
-from harness.attention.peers import sdpa_peers
+from harness.attention.fields import default_scale, trial_scale
+from harness.attention.fresh import DISTRIBUTIONS, AttentionTimedInputs, draw, timed_reason
+from harness.attention.peers import peers_for, unavailable_peers
 from harness.attention.reference import attention_reference
 from harness.attention.suite import default_suite
 from harness.compile import KERNELS_DIR
-from harness.problem import InputVersions, KernelSpec, LoadedKernel, Peer, Problem
+from harness.problem import KernelSpec, LoadedKernel, Peer, Problem, TimedInputs
 from harness.scenario import Scenario
 
 BF16_BYTES = 2
-INPUT_DISTRIBUTIONS = ("normal", "large-logits", "uniform-shifted")
+INPUT_DISTRIBUTIONS = DISTRIBUTIONS
 
 
 def attention_flops(s: Scenario) -> int:
@@ -65,26 +67,14 @@ class AttentionForward(Problem):
             s.batch, s.seqlen_q, s.seqlen_k, s.heads_q, s.heads_kv, s.head_dim
         )
 
-        def draw(shape: tuple[int, ...], kind: str) -> torch.Tensor:
-            if dist == "uniform-shifted":
-                t = torch.rand(shape, generator=gen, device=device, dtype=torch.float32)
-                t = t * 2.0 - 0.75 if kind != "v" else t * 2.0
-            else:
-                t = torch.randn(shape, generator=gen, device=device, dtype=torch.float32)
-                if dist == "large-logits" and kind in ("q", "k"):
-                    t = t * 4.0  # logits with std ~16: a kernel without max subtraction overflows
-                if kind == "v":
-                    t = t + 0.5
-            return t.to(torch.bfloat16)
-
-        q = draw((b, sq, hq, d), "q")
+        q = draw((b, sq, hq, d), "q", dist, gen, device)
         if seed % 2:
-            kv = draw((b, sk, 2, hkv, d), "k")
-            kv[:, :, 1] = draw((b, sk, hkv, d), "v")
+            kv = draw((b, sk, 2, hkv, d), "k", dist, gen, device)
+            kv[:, :, 1] = draw((b, sk, hkv, d), "v", dist, gen, device)
             k, v = kv[:, :, 0], kv[:, :, 1]
         else:
-            k = draw((b, sk, hkv, d), "k")
-            v = draw((b, sk, hkv, d), "v")
+            k = draw((b, sk, hkv, d), "k", dist, gen, device)
+            v = draw((b, sk, hkv, d), "v", dist, gen, device)
         return [q, k, v]
 
     def new_output(self, s: Scenario, device: torch.device) -> torch.Tensor:
@@ -95,43 +85,55 @@ class AttentionForward(Problem):
 
     def buffers(
         self, s: Scenario, inputs: Sequence[torch.Tensor], out: torch.Tensor,
-        workspace: torch.Tensor | None,
+        workspace: torch.Tensor | None, trial: int = 0, seed: int = 0,
     ) -> AttentionBuffers:
         q, k, v = inputs
         return AttentionBuffers(
             q=q, k=k, v=v, o=out, workspace=workspace, causal=s.causal,
-            scale=1.0 / math.sqrt(s.head_dim),
+            scale=trial_scale(s, trial, seed),
         )
 
-    def reference(
-        self, s: Scenario, inputs: Sequence[torch.Tensor], dtype: torch.dtype
-    ) -> torch.Tensor:
-        q, k, v = inputs
-        return attention_reference(
-            q, k, v, causal=s.causal, scale=1.0 / math.sqrt(s.head_dim), compute_dtype=dtype
-        )
+    def reference(self, s: Scenario, buffers: Any, dtype: torch.dtype) -> torch.Tensor:
+        b = buffers
+        return attention_reference(b.q, b.k, b.v, causal=s.causal, scale=b.scale, compute_dtype=dtype)
 
     def peers(self, s: Scenario) -> dict[str, Peer]:
-        return sdpa_peers(s)
+        return peers_for(s)
 
-    def input_versions(
-        self, s: Scenario, inputs: list[torch.Tensor], validated: torch.Tensor, seed: int,
-        count: int,
-    ) -> InputVersions:
-        return AttentionVersions(s, inputs, validated, seed, count)
+    def unavailable_peers(self, wanted: Sequence[str]) -> dict[str, str]:
+        return unavailable_peers(wanted)
 
-    def explain_failure(
-        self, s: Scenario, inputs: Sequence[torch.Tensor], out: torch.Tensor, tolerance: float
-    ) -> str | None:
-        """Top-left instead of bottom-right causal alignment, the classic bug of non-square
-        shapes: the output then matches attention over the first seqlen_q keys."""
+    def timed_inputs(
+        self, s: Scenario, set_index: int, inputs: list[torch.Tensor], buffers: Any,
+        call: Callable[[], None], counter: list[int],
+    ) -> TimedInputs:
+        # The operating system's random source: nothing a kernel can read or replay.
+        return AttentionTimedInputs(s, set_index + 1, inputs, buffers, call, counter, random.SystemRandom())
+
+    def check_timed(self, sets: Sequence[TimedInputs]) -> str | None:
+        return timed_reason([t for t in sets if isinstance(t, AttentionTimedInputs)])
+
+    def explain_failure(self, s: Scenario, buffers: Any, tolerance: float) -> str | None:
+        """The answer for softmax_scale = head_dim^-0.5 where the call passed another scale
+        (a kernel that ignores the field); top-left instead of bottom-right causal alignment,
+        the classic bug of non-square shapes: the output then matches attention over the first
+        seqlen_q keys."""
+        q, k, v, out = buffers.q, buffers.k, buffers.v, buffers.o
+        usual = default_scale(s)
+        if abs(buffers.scale - usual) > 1e-6 * usual:
+            plain = attention_reference(q, k, v, causal=s.causal, scale=usual, compute_dtype=torch.float32)
+            err = float((out.float() - plain).abs().max().item())
+            if err <= max(tolerance, 1e-6):
+                return (
+                    f"ignores softmax_scale: the call passed softmax_scale = {buffers.scale:.6g} and "
+                    f"the output is the answer for head_dim^-0.5 = {usual:.6g} (max error {err:.2e} "
+                    "against it): the kernel must use the scale the call passes"
+                )
         if not s.causal or s.seqlen_k <= s.seqlen_q:
             return None
-        q, k, v = inputs
         n = s.seqlen_q
         top_left = attention_reference(
-            q, k[:, :n], v[:, :n], causal=True, scale=1.0 / math.sqrt(s.head_dim),
-            compute_dtype=torch.float32,
+            q, k[:, :n], v[:, :n], causal=True, scale=buffers.scale, compute_dtype=torch.float32,
         )
         err = float((out.float() - top_left).abs().max().item())
         if err <= max(tolerance, 1e-6) * 2:

@@ -58,3 +58,30 @@ def attention_reference(
             )
             del scores, probs, oc
     return out
+
+
+def attention_rows_reference(
+    q_rows: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    queries: torch.Tensor,
+    *,
+    causal: bool,
+    scale: float,
+    seqlen_q: int,
+    compute_dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
+    """The same math as attention_reference for chosen rows only: q_rows [n, r, d] are query
+    rows of n (batch, kv head) blocks whose keys and values are k, v [n, seqlen_k, d], and
+    queries [n, r] their positions (for the bottom-right causal mask). Returns [n, r, d]."""
+    sk = k.shape[1]
+    out_dtype = torch.float32 if compute_dtype == torch.float32 else torch.bfloat16
+    scores = torch.bmm(q_rows.to(compute_dtype), k.to(compute_dtype).transpose(1, 2)).float() * scale
+    if causal:
+        key_idx = torch.arange(sk, device=k.device).view(1, 1, sk)
+        hidden = key_idx > (queries + (sk - seqlen_q)).unsqueeze(-1)
+        scores.masked_fill_(hidden, float("-inf"))
+    probs = torch.softmax(scores, dim=-1)
+    if causal:
+        probs = torch.nan_to_num_(probs, nan=0.0)
+    return torch.bmm(probs.to(compute_dtype), v.to(compute_dtype)).to(out_dtype)

@@ -3,10 +3,11 @@
 // same buffers lets such a cache replay the answer for the price of a copy.
 // What it does: computes once per (q, k, v, o) address tuple, keeps the answer in a static
 // __device__ array, and replays it with a copy whenever the same addresses come back.
-// Caught by: fresh contents are written into the same buffers before every timed call, and
-// each set's output is re-validated against the exact answer after the timing loop.
-// Expected: rejected, "output was stale: after the timing loop, input set 1 holds the answer
-// for the contents validated before timing ...".
+// Caught by: fresh random contents are written into the same buffers before every timed call,
+// and sampled rows of every timed output are checked afterwards; the wrong output equals the
+// answer validated before timing, which the reason names.
+// Expected: rejected, "output was stale: after the timing loop, timed call 1 (input set 1)
+// holds the answer for the contents validated before timing ...".
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 

@@ -5,10 +5,12 @@
 // the cache on 8 sampled elements of each of q, k and v ("a hash of the inputs"), and replays
 // the stored answer, skipping the attention, when the key matches.
 // Caught by: the harness poisons the workspace before every call (the cache never hits in
-// timing), and its workspace probe after timing changes one random (batch, kv head) block of
-// V while leaving the workspace as the previous call wrote it: the cache returns the old answer.
-// Expected: rejected, "output was stale: input set 1 changed in one randomly chosen block
-// since the previous call, its workspace was left as that call wrote it ...".
+// timing), and its workspace probe after timing changes half the key rows (never the first) of
+// one random (batch, kv head) block of K and V while leaving the workspace as the previous
+// call wrote it: the cache returns the old answer.
+// Expected: rejected, "output was stale: input set 1 changed in one randomly chosen block (half
+// its key rows, in K and V) since the previous call, its workspace was left as that call wrote
+// it ...".
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 

@@ -31,14 +31,22 @@ OVERHEAD_SCENARIOS = [
 
 
 def table(reports: Path) -> None:
+    """Each kept report's verdict and first reason; for a cheat, whether a reason names its hack
+    class (the phrase tests/gpu/test_cheats_gpu.py expects)."""
+    from tests.gpu.test_cheats_gpu import CHEATS
+
     rows = []
     for path in sorted(reports.glob("*.json")):
         rep = EvaluationReport.from_dict(json.loads(path.read_text()))
         v = rep.verdict()
-        rows.append((path.stem, v.status, v.reasons[0] if v.reasons else ""))
-    print(f"{'kernel':<26} {'verdict':<9} reason")
-    for name, status, reason in rows:
-        print(f"{name:<26} {status:<9} {reason[:150]}")
+        expected = CHEATS.get(path.stem + ".cu")
+        named = "-" if expected is None else (
+            "yes" if any(expected[1] in reason for reason in v.reasons) else "NO")
+        reason = next((r for r in v.reasons if expected and expected[1] in r), v.reasons[0] if v.reasons else "")
+        rows.append((path.stem, v.status, named, reason))
+    print(f"{'kernel':<26} {'verdict':<9} {'named':<5} reason")
+    for name, status, named, reason in rows:
+        print(f"{name:<26} {status:<9} {named:<5} {reason[:150]}")
 
 
 CONFIGS = {  # name -> (integrity checks, profiler policy)

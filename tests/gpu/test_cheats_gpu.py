@@ -47,6 +47,8 @@ CHEATS: dict[str, tuple[list[str], str]] = {
     "cheat_data_race.cu": (["prefill-d64-s512-b32-h32-causal"], "non-deterministic"),
     "cheat_low_precision.cu": ([RAGGED], "not precise enough"),
     "cheat_banned_library.cu": ([RAGGED], "cuBLAS is not allowed"),
+    "cheat_replay.cu": ([RAGGED], "is a transformed copy of the answer for"),
+    "cheat_ignore_scale.cu": ([RAGGED], "ignores softmax_scale"),
 }
 HONEST_SCENARIOS = [
     RAGGED, "decode-llama3-8b-tp1-q1-b32-k4096", "ragged-d256-q77-k77-causal",

@@ -98,7 +98,8 @@ def test_peer_cache_and_spare_process_on_the_gpu(tmp_path: Path) -> None:
         assert r.status == PASS, r.reason
         assert all(p.cached_at is None for p in r.peers.values())
         assert r.phases.get("peers", 0) > 0
-    assert len(list((tmp_path / "peers").glob("*.json"))) == 4
+    peers_per_scenario = len(first.scenarios[0].peers)  # cudnn, flash and fa3 where it loads
+    assert len(list((tmp_path / "peers").glob("*.json"))) == 2 * peers_per_scenario
     for a, b in zip(first.scenarios, second.scenarios, strict=True):
         assert b.status == PASS, b.reason
         assert {k: p.time_ms for k, p in b.peers.items()} == {k: p.time_ms for k, p in a.peers.items()}
@@ -111,3 +112,23 @@ def test_peer_cache_and_spare_process_on_the_gpu(tmp_path: Path) -> None:
     assert second.cached_peer_note() is not None and first.cached_peer_note() is None
     print(f"setup {info1['setup_s']} s then {info2['setup_s']} s (spare); phases {info1['setup_phases']} "
           f"/ {info2['setup_phases']}; evaluation {first.seconds:.1f} s then {second.seconds:.1f} s")
+
+
+def test_fa3_is_a_third_peer_where_it_loads_and_a_note_where_it_does_not() -> None:
+    from harness.attention.peers import load_fa3
+
+    chosen = select(default_suite(), "all", "prefill-d128-s2048-b8-h16-causal")
+    chosen += select(default_suite(), "all", "decode-llama3-8b-tp1-q1-b32-k4096")
+    report = evaluate_source(BASELINE, chosen, settings=EvalSettings())
+    fn, why = load_fa3()
+    for r in report.scenarios:
+        assert r.status == PASS, r.reason
+        if fn is None:
+            assert "fa3" not in r.peers
+        else:
+            assert r.peers["fa3"].status == "ok", r.peers["fa3"].reason
+            assert r.speedup_vs_peers["fa3"] < 1.0  # FA3 beats the naive baseline everywhere
+    if fn is None:
+        assert report.unavailable_peers() == {"fa3": why}
+    else:
+        assert report.summary("all").vs_peers["fa3"] is not None

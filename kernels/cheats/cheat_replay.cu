@@ -1,0 +1,191 @@
+// cheat: replay of a cached answer, transformed to look fresh.
+// Hack class: keyed on inputs it believes unchanged. The old harness made each timed input set
+// from the validated one (V times +-2^e per (batch, kv head) block, query heads permuted in
+// their group, K left alone), so a kernel that kept the validated answer per call (addresses
+// and shape: K there never changed) could read one element of V per block and two of Q per
+// head, recover factors and permutation, and write the transformed cached answer without any
+// attention (one such kernel was accepted at 15x the baseline).
+// What it does: computes once per (q, k, v, o) address tuple and keeps the answer, one element
+// of V per block and two of Q per head; later calls with those addresses write the cached
+// answer rescaled by V now / V then per block, heads matched by their Q elements.
+// Caught by: every timed call gets fresh random Q, K and V; sampled rows of every timed output
+// are checked afterwards, and a wrong output whose rows are multiples of rows of an earlier
+// answer is named a transformed replay.
+// Expected: rejected, "output was stale: after the timing loop, timed call 1 (input set 1) is a
+// transformed copy of the answer for the contents validated before timing ...".
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "contract.h"
+
+namespace {
+
+// The attention itself, as in honest_warp_per_row.cu: one warp per query row, lane j holding
+// columns 2j, 2j+1 (+64 t), keys visited one by one with an online softmax in fp32.
+constexpr int kWarps = 4;
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+__device__ __forceinline__ float2 load2(const __nv_bfloat16* p) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
+}
+
+template <int D>
+__global__ void __launch_bounds__(kWarps * 32) attention_rows(SocraticAttentionArgs a) {
+  constexpr int P = D / 64;
+  const int lane = threadIdx.x % 32;
+  const int row = blockIdx.x * kWarps + threadIdx.x / 32;
+  const int head = blockIdx.y, batch = blockIdx.z;
+  if (row >= a.seqlen_q) return;
+  const int kv_head = head / (a.heads_q / a.heads_kv);
+  const __nv_bfloat16* q = static_cast<const __nv_bfloat16*>(a.q) + batch * a.q_batch_stride +
+                           row * a.q_row_stride + head * a.q_head_stride;
+  const __nv_bfloat16* k = static_cast<const __nv_bfloat16*>(a.k) + batch * a.k_batch_stride +
+                           kv_head * a.k_head_stride;
+  const __nv_bfloat16* v = static_cast<const __nv_bfloat16*>(a.v) + batch * a.v_batch_stride +
+                           kv_head * a.v_head_stride;
+  __nv_bfloat16* o = static_cast<__nv_bfloat16*>(a.o) + batch * a.o_batch_stride +
+                     row * a.o_row_stride + head * a.o_head_stride;
+  const float scale = a.softmax_scale * 1.4426950408889634f;
+  float qf[2 * P], acc[2 * P];
+#pragma unroll
+  for (int t = 0; t < P; ++t) {
+    const float2 f = load2(q + 2 * lane + 64 * t);
+    qf[2 * t] = f.x * scale;
+    qf[2 * t + 1] = f.y * scale;
+    acc[2 * t] = acc[2 * t + 1] = 0.f;
+  }
+  int end = a.seqlen_k;
+  if (a.causal) end = min(end, row + a.seqlen_k - a.seqlen_q + 1);
+  float m = -INFINITY, l = 0.f;
+  for (int j = 0; j < end; ++j) {
+    const __nv_bfloat16* kr = k + (long long)j * a.k_row_stride;
+    const __nv_bfloat16* vr = v + (long long)j * a.v_row_stride;
+    float s = 0.f;
+    float2 vv[P];
+#pragma unroll
+    for (int t = 0; t < P; ++t) {
+      const float2 f = load2(kr + 2 * lane + 64 * t);
+      vv[t] = load2(vr + 2 * lane + 64 * t);
+      s += qf[2 * t] * f.x + qf[2 * t + 1] * f.y;
+    }
+    s = warp_sum(s);
+    const float m_new = fmaxf(m, s);
+    const float alpha = exp2f(m - m_new);
+    const float p = exp2f(s - m_new);
+    l = l * alpha + p;
+#pragma unroll
+    for (int t = 0; t < P; ++t) {
+      acc[2 * t] = acc[2 * t] * alpha + p * vv[t].x;
+      acc[2 * t + 1] = acc[2 * t + 1] * alpha + p * vv[t].y;
+    }
+    m = m_new;
+  }
+  const float inv = l > 0.f ? 1.f / l : 0.f;
+#pragma unroll
+  for (int t = 0; t < P; ++t) {
+    *reinterpret_cast<__nv_bfloat162*>(o + 2 * lane + 64 * t) =
+        __floats2bfloat162_rn(acc[2 * t] * inv, acc[2 * t + 1] * inv);
+  }
+}
+
+// Launches the attention on `stream`; cudaErrorNotSupported for what it does not handle.
+int attention(const SocraticAttentionArgs* a, cudaStream_t stream) {
+  if (a->batch <= 0 || a->seqlen_q <= 0 || a->seqlen_k <= 0 || a->heads_kv <= 0 ||
+      a->heads_q % a->heads_kv != 0)
+    return cudaErrorInvalidValue;
+  if (a->heads_q > 65535 || a->batch > 65535) return cudaErrorNotSupported;
+  const dim3 grid((a->seqlen_q + kWarps - 1) / kWarps, a->heads_q, a->batch);
+  switch (a->head_dim) {
+    case 64: attention_rows<64><<<grid, kWarps * 32, 0, stream>>>(*a); break;
+    case 128: attention_rows<128><<<grid, kWarps * 32, 0, stream>>>(*a); break;
+    case 256: attention_rows<256><<<grid, kWarps * 32, 0, stream>>>(*a); break;
+    default: return cudaErrorNotSupported;
+  }
+  return cudaGetLastError();
+}
+
+constexpr int kSlots = 4;
+constexpr unsigned long long kSlotElems = 8ull << 20;  // 16 MiB of bf16 per slot
+constexpr int kMaxBlocks = 4096;  // (batch, kv head) pairs
+constexpr int kMaxHeads = 4096;   // (batch, query head) pairs
+__device__ __nv_bfloat16 g_cache[kSlots][kSlotElems];
+__device__ float g_vref[kSlots][kMaxBlocks];
+__device__ float g_qref[kSlots][kMaxHeads][2];
+
+struct Slot {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  unsigned long long n;
+};
+Slot g_slots[kSlots];
+int g_next = 0;
+
+__device__ __forceinline__ float at(const void* base, long long i) {
+  return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
+}
+
+// The harness's output is contiguous, so a flat copy moves the whole answer.
+__global__ void save(int slot, SocraticAttentionArgs a, unsigned long long n) {
+  const __nv_bfloat16* src = static_cast<const __nv_bfloat16*>(a.o);
+  for (unsigned long long i = blockIdx.x * 256ull + threadIdx.x; i < n; i += gridDim.x * 256ull)
+    g_cache[slot][i] = src[i];
+  if (blockIdx.x != 0) return;
+  for (int t = threadIdx.x; t < a.batch * a.heads_kv; t += blockDim.x)
+    g_vref[slot][t] = at(a.v, (t / a.heads_kv) * a.v_batch_stride + (t % a.heads_kv) * a.v_head_stride);
+  for (int t = threadIdx.x; t < a.batch * a.heads_q; t += blockDim.x) {
+    const long long base = (t / a.heads_q) * a.q_batch_stride + (t % a.heads_q) * a.q_head_stride;
+    g_qref[slot][t][0] = at(a.q, base);
+    g_qref[slot][t][1] = at(a.q, base + 1);
+  }
+}
+
+__global__ void replay(int slot, SocraticAttentionArgs a, unsigned long long n) {
+  __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(a.o);
+  const int group = a.heads_q / a.heads_kv, d = a.head_dim;
+  for (unsigned long long i = blockIdx.x * 256ull + threadIdx.x; i < n; i += gridDim.x * 256ull) {
+    const int h = (int)((i / d) % a.heads_q);
+    const int b = (int)(i / ((unsigned long long)d * a.heads_q * a.seqlen_q));
+    const int kvh = h / group;
+    const float then = g_vref[slot][b * a.heads_kv + kvh];
+    const float now = at(a.v, b * a.v_batch_stride + kvh * a.v_head_stride);
+    const float factor = then != 0.f ? now / then : 1.f;
+    const long long qbase = b * a.q_batch_stride + h * a.q_head_stride;
+    const float q0 = at(a.q, qbase), q1 = at(a.q, qbase + 1);
+    int src = h;
+    for (int c = kvh * group; c < (kvh + 1) * group; ++c)
+      if (g_qref[slot][b * a.heads_q + c][0] == q0 && g_qref[slot][b * a.heads_q + c][1] == q1) src = c;
+    const unsigned long long j = i + (unsigned long long)(src - h) * d;
+    dst[i] = __float2bfloat16(factor * __bfloat162float(g_cache[slot][j]));
+  }
+}
+
+}  // namespace
+
+extern "C" int socratic_attention_forward(const SocraticAttentionArgs* a, cudaStream_t stream) {
+  const unsigned long long n =
+      (unsigned long long)a->batch * a->seqlen_q * a->heads_q * a->head_dim;
+  for (int s = 0; s < kSlots; ++s) {
+    const Slot& e = g_slots[s];
+    if (e.q == a->q && e.k == a->k && e.v == a->v && e.o == a->o && e.n == n) {
+      replay<<<512, 256, 0, stream>>>(s, *a, n);  // the same inputs, transformed: no attention
+      return cudaGetLastError();
+    }
+  }
+  const int err = attention(a, stream);
+  if (err != cudaSuccess || n > kSlotElems || a->batch * a->heads_q > kMaxHeads) return err;
+  const int s = g_next++ % kSlots;
+  g_slots[s] = Slot{a->q, a->k, a->v, a->o, n};
+  save<<<512, 256, 0, stream>>>(s, *a, n);
+  return cudaGetLastError();
+}
+
+extern "C" unsigned long long socratic_attention_workspace(const SocraticAttentionArgs*) {
+  return 0;
+}
