@@ -18,12 +18,15 @@ from harness.executor import ProgressFn
 from harness.report import PASS, CompileInfo, EvaluationReport, ScenarioResult
 from harness.scenario import Scenario
 from harness.settings import EvalSettings
+from kernels.attention.family import knobs_from_mapping
 
 BEST_TILES = {64: "128x64x4", 128: "128x64x8", 256: "64x64x4"}
 
 
 def knobs_of_source(text: str) -> dict[str, Any] | None:
-    """The knob setting a rendered family kernel records in its header comment."""
+    """The knob setting a rendered family kernel records in its header comment (a record with
+    mma=mma_sync leaves out `mma` and the Hopper knobs, which are at their defaults then: the
+    setting is the record read back through the family's parser)."""
     if "Knob setting:" not in text:
         return None
     lines = text.split("Knob setting:", 1)[1].splitlines()[1:]
@@ -32,7 +35,7 @@ def knobs_of_source(text: str) -> dict[str, Any] | None:
         if not line.startswith("//   "):
             break
         body.append(line[5:])
-    return dict(json.loads("\n".join(body)))
+    return knobs_from_mapping(json.loads("\n".join(body))).to_dict()
 
 
 def speed(knobs: dict[str, Any] | None, s: Scenario) -> float:

@@ -162,3 +162,80 @@ def test_sample_of_settings_compiles_for_sm90a(tmp_path: Path) -> None:
         results = list(pool.map(build, paths))
     failed = [(p.name, log[-2000:]) for p, ok, log in results if not ok]
     assert not failed, failed
+
+
+# -- the Hopper layer (mma=wgmma) --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ("wg_stages=3", "belongs to the Hopper layer: it needs mma=wgmma"),
+        ("wg_block_n_d128=64", "needs mma=wgmma"),
+        ("wg_pingpong=false", "needs mma=wgmma"),
+        ("mma=wgmma,wg_consumers=1", "wg_pingpong=True alternates two consumer warpgroups"),
+        ("mma=wgmma,wg_stages=3",
+         "wg_block_n_d256=64 with wg_stages=3, wg_consumers=2: 263280 bytes of shared memory at head_dim 256"),
+        ("mma=wgmma,wg_block_n_d256=80", "not one of"),
+        ("mma=tcgen05", "not one of"),
+    ],
+)
+def test_hopper_settings_are_refused_with_a_reason(spec: str, needle: str) -> None:
+    with pytest.raises(KnobError, match=needle):
+        parse_knobs(spec)
+
+
+def test_hopper_layer_is_reachable_from_the_default_inside_the_math_layer() -> None:
+    base = default_knobs()
+    assert base.mma == "mma_sync"
+    (wg,) = [n for n in neighbours(base, "math") if n.mma == "wgmma"]
+    # Once there, the tiling, memory, math and scheduling layers offer the Hopper knobs.
+    offered = {k for layer in LAYERS for n in neighbours(wg, layer)
+               for k, v in n.to_dict().items() if v != getattr(wg, k)}
+    assert {"wg_block_n_d64", "wg_block_n_d128", "wg_block_n_d256", "wg_stages", "wg_overlap",
+            "wg_pingpong", "mma"} <= offered
+    # Smallest valid shared-memory footprint rule: 3 stages fit when d256 takes 32-key blocks.
+    assert parse_knobs("mma=wgmma,wg_stages=3,wg_block_n_d256=32").wg_smem_bytes(128) == (
+        (128 + 2 * 3 * 128) * 128 * 2 + 8 * (2 + 4 * 3) + 1024)
+
+
+def test_wgmma_render_has_the_warp_specialized_kernel_and_keeps_the_record_readable() -> None:
+    k = parse_knobs("mma=wgmma,persistent=true,wg_block_n_d64=192,wg_overlap=false")
+    src = render(k)
+    assert not [f for f in check_source(src) if f.blocking]
+    for needle in ("wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16",   # S = Q K^T at d64
+                   "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16",   # O += P V at d256
+                   "setmaxnreg.dec.sync.aligned.u32", "setmaxnreg.inc.sync.aligned.u32",
+                   "cp.async.mbarrier.arrive.noinc", "constexpr bool kWgOverlap = false;",
+                   "return fam::launch_any<128>(a, stream);", "return fam::workspace_any<64>(a);"):
+        assert needle in src, needle
+    # The mma.sync kernel stays in the file: decode shapes fall back to it.
+    assert "mma.sync.aligned.m16n8k16" in src and "return launch<D>(a, stream);" in src
+    # The knob record in the header parses back to the same setting, Hopper knobs included.
+    header = src.split("Knob setting:", 1)[1].split("#include", 1)[0]
+    record = json.loads("\n".join(line[5:] for line in header.splitlines() if line.startswith("//   ")))
+    assert record["wg_block_n_d64"] == 192 and parse_knobs(json.dumps(record)) == k
+    # With mma=mma_sync the record leaves the Hopper knobs out (older files keep their bytes).
+    assert "wg_stages" not in render(default_knobs()) and '"mma"' not in render(default_knobs())
+
+
+def test_offline_agent_hears_hopper_words_as_the_math_layer() -> None:
+    from app.agents.offline import layer_mentions
+
+    assert set(layer_mentions("Could wgmma with warp-specialized warpgroups help on Hopper?")) == {"math"}
+
+
+@needs_nvcc
+def test_wgmma_gallery_kernel_compiles_without_spills(tmp_path: Path) -> None:
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    built = compile_kernel(gallery / "wgmma-ws-a.cu", arch="sm_90a")
+    assert built.info.ok, built.info.log[-2000:]
+    log = built.info.log
+    # ptxas reports each kernel's registers and spills; the three warp-specialized instances
+    # (d64/128/256) must not spill and must keep wgmma asynchronous (no C7510 serialization).
+    blocks = log.split("Compiling entry function '")[1:]
+    sm90 = [b for b in blocks if b.startswith("_ZN3fam13attn_fwd_sm90")]
+    assert len(sm90) == 3, log[-3000:]
+    for b in sm90:
+        assert " 0 bytes spill stores, 0 bytes spill loads" in b, b[:600]
+    assert "C7510" not in log and "C7508" not in log

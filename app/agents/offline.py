@@ -70,7 +70,9 @@ LAYER_PATTERNS: dict[str, tuple[str, ...]] = {
     "math": (r"\btensor[- ]cores?\b", r"\bmma\b", r"\bmatrix products?\b", r"\bexponentials?\b", r"\bexp2?f?\b",
              r"\bsoftmax\b", r"\brescal\w*", r"\baccumulat\w*", r"\bprecision\b", r"\bfragments?\b",
              r"\bregisters?\b", r"\bffma\b", r"\bconver\w*", r"\bfloating[- ]point\b", r"\bmath\b",
-             r"\binstructions?\b", r"\bissue slots?\b"),
+             r"\binstructions?\b", r"\bissue slots?\b",
+             # the Hopper layer (mma=wgmma) is a value of the math layer
+             r"\bwgmma\b", r"\bhopper\b", r"\bwarp ?groups?\b", r"\bwarp[- ]speciali[sz]\w*"),
     "scheduling": (r"\bgrid\b", r"\bthread blocks?\b", r"\bctas?\b", r"\bsms?\b", r"\bwaves?\b", r"\bpersistent\b",
                    r"\bsplit(?:-kv| kv|s)?\b", r"\boccupancy\b", r"\bschedul\w*", r"\blaunch\w*", r"\border\b",
                    r"\bgqa\b", r"\bgrouped[- ]query\b", r"\bdecode\b", r"\bbusy\b", r"\bidle\b"),

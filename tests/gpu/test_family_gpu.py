@@ -9,7 +9,7 @@ import pytest
 from harness.attention.suite import default_suite
 from harness.evaluate import evaluate_source
 from harness.settings import EvalSettings
-from kernels.attention.family import default_knobs, render
+from kernels.attention.family import default_knobs, parse_knobs, render
 from kernels.attention.family.space import covering_sample
 
 SCENARIOS = (
@@ -36,3 +36,46 @@ def test_family_kernels_pass_a_subset(which: int, tmp_path: Path) -> None:
     assert report.compile.ok, report.compile.log[-2000:]
     bad = [(s.scenario, s.status, s.reason) for s in report.scenarios if not s.passed]
     assert not bad, (knobs.slug(), bad)
+
+
+# The Hopper layer (mma=wgmma): every head_dim, causal and not, GQA, chunked prefill, ragged
+# tails, and decode shapes (which fall back to the file's mma.sync kernel).
+WGMMA_SCENARIOS = (
+    *SCENARIOS,
+    "prefill-d64-s2048-b8-h32-full",
+    "prefill-d128-s4096-b4-h16-full",
+    "prefill-d256-s2048-b8-h8-full",
+    "prefill-d256-s8192-b2-h8-causal",
+    "chunk-llama3-8b-tp1-q256-k65536",
+    "ragged-d64-q77-k77-causal",
+    "ragged-d256-q2049-k4097-causal",
+    "ragged-d128-q3001-k3001-full",
+)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("spec", [
+    "mma=wgmma,persistent=true",  # the gallery's wgmma-ws-a
+    "mma=wgmma,wg_overlap=false,wg_pingpong=false,wg_consumers=1,wg_stages=3,wg_block_n_d128=64",
+    "mma=wgmma,wg_block_n_d64=192,wg_block_n_d256=32,wg_stages=1,split_kv=off,mask_split=false",
+])
+def test_wgmma_family_kernels_pass_a_subset(spec: str, tmp_path: Path) -> None:
+    knobs = parse_knobs(spec)
+    src = tmp_path / "family_wgmma.cu"
+    src.write_text(render(knobs))
+    chosen = [s for s in default_suite() if s.name in WGMMA_SCENARIOS]
+    assert len(chosen) == len(set(WGMMA_SCENARIOS))
+    report = evaluate_source(src, chosen, settings=EvalSettings(measure=False, peers=()))
+    assert report.compile.ok, report.compile.log[-2000:]
+    bad = [(s.scenario, s.status, s.reason) for s in report.scenarios if not s.passed]
+    assert not bad, (knobs.slug(), bad)
+
+
+@pytest.mark.gpu
+def test_wgmma_descriptors_match_a_cpu_product() -> None:
+    """One warpgroup's S = Q K^T and O = P V through the kernel's own descriptors and wrappers."""
+    from kernels.attention.family.hopper_check import probe
+    from tests.conftest import ROOT
+
+    kernel = ROOT / "kernels" / "attention" / "gallery" / "wgmma-ws-a.cu"
+    assert probe(kernel, ROOT / "kernels" / "attention") == 0

@@ -1,5 +1,6 @@
-"""A parameterized FlashAttention-2-style kernel family (ABI v1) with knobs grouped by layer:
-tiling, memory pipeline, math, scheduling, masking. `render(knobs)` returns one .cu file."""
+"""A parameterized FlashAttention-style kernel family (ABI v1; mma.sync, and wgmma on Hopper with
+mma=wgmma) with knobs grouped by layer: tiling, memory pipeline, math, scheduling, masking.
+`render(knobs)` returns one .cu file."""
 
 from kernels.attention.family.render import render, render_to
 from kernels.attention.family.space import (

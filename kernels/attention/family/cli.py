@@ -37,7 +37,7 @@ def cmd_space(args: argparse.Namespace) -> int:
     for layer in LAYERS:
         print(f"{layer}:")
         for name, values in KNOB_SPACE[layer].items():
-            print(f"  {name:<12} {' | '.join(str(v) for v in values)}")
+            print(f"  {name:<16} {' | '.join(str(v) for v in values)}")
     return 0
 
 

@@ -8,6 +8,14 @@ from pathlib import Path
 from kernels.attention.family.space import HEAD_DIMS, Knobs
 
 TEMPLATE = Path(__file__).with_name("template.cu.in")
+TEMPLATE_SM90 = Path(__file__).with_name("template_sm90.cu.in")
+# The Hopper section goes into the namespace after the mma.sync launchers, which it falls back
+# to for decode shapes; the ABI entry points then call its dispatchers.
+SM90_ANCHOR = "bool aligned16(const void* p)"
+# Registers per thread after setmaxnreg: producer warpgroup, consumer warpgroups (2 consumers:
+# 128 * (40 + 2 * 232) = 64512 of the 65536 per SM; 24 spills the producer, 224 the d256 consumer).
+REGS_PRODUCER = 40
+REGS_CONSUMER = 232
 
 _GRID_ORDER = {"m_fastest": 0, "head_fastest": 1, "heavy_first": 2}
 _SPLIT = {"off": 0, "1wave": 1, "2wave": 2}
@@ -47,17 +55,92 @@ def knob_constants(k: Knobs) -> str:
     return "\n".join(lines)
 
 
+def _acc_operands(n: int) -> tuple[str, str]:
+    """`{%0, ..., %k}` and the matching "+f" constraints of an m64nNk16 fp32 accumulator."""
+    regs = n // 2
+    names = "{" + ", ".join(f"%{i}" for i in range(regs)) + "}"
+    cons = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    return names, cons
+
+
+def _wgmma_wrapper(name: str, n: int, params: str, a_operand: str, inputs: str, immediates: str) -> str:
+    """One explicit specialization: `a_operand` and `inputs` number their operands from r = n / 2
+    (after the accumulators); the predicate register (scale-d) is the last input."""
+    names, cons = _acc_operands(n)
+    r = n // 2
+    pred = r + inputs.count('"') // 2 - 1
+    a_ops = a_operand.format(r=r, r1=r + 1, r2=r + 2, r3=r + 3, r4=r + 4)
+    return (
+        f"template <>\n__device__ __forceinline__ void {name}<{n}>(float (&d)[{r}], {params}) {{\n"
+        f'  asm volatile(\n      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{pred}, 0;\\n"\n'
+        f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 {names}, {a_ops}, '
+        f'p, {immediates};\\n}}\\n"\n'
+        f"      : {cons}\n      : {inputs});\n}}"
+    )
+
+
+def wgmma_wrappers(ss: set[int], rs: set[int]) -> str:
+    """wgmma_ss<N>: D (64 x N fp32) += A (smem, K-major) B (smem, K-major);
+    wgmma_rs<N>: D += A (registers, bf16 m64k16 fragments) B (smem, MN-major: imm-trans-b 1)."""
+    out = [
+        "template <int N>",
+        "__device__ void wgmma_ss(float (&d)[N / 2], uint64_t da, uint64_t db, int accumulate);",
+        "template <int N>",
+        "__device__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db);",
+    ]
+    out += [_wgmma_wrapper("wgmma_ss", n, "uint64_t da, uint64_t db, int accumulate", "%{r}, %{r1}",
+                           '"l"(da), "l"(db), "r"(accumulate)', "1, 1, 0, 0") for n in sorted(ss)]
+    out += [_wgmma_wrapper("wgmma_rs", n, "const uint32_t (&a)[4], uint64_t db",
+                           "{{%{r}, %{r1}, %{r2}, %{r3}}}, %{r4}",
+                           '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1)', "1, 1, 1")
+            for n in sorted(rs)]
+    return "\n".join(out)
+
+
+def sm90_constants(k: Knobs) -> str:
+    lines = [
+        f"constexpr int kWgConsumers = {k.wg_consumers};  // wg_consumers",
+        f"constexpr int kWgStages = {k.wg_stages};  // wg_stages",
+        f"constexpr bool kWgOverlap = {_b(k.wg_overlap)};  // wg_overlap",
+        f"constexpr bool kWgPingpong = {_b(k.wg_pingpong)};  // wg_pingpong",
+        f"constexpr int kRegsProducer = {REGS_PRODUCER};",
+        f"constexpr int kRegsConsumer = {REGS_CONSUMER};",
+        "template <int D>",
+        "struct WgBlockN;",
+    ]
+    for d in HEAD_DIMS:
+        lines.append(f"template <>\nstruct WgBlockN<{d}> {{\n  static constexpr int value = {k.wg_block_n(d)};\n}};")
+    return "\n".join(lines)
+
+
+def sm90_section(k: Knobs) -> str:
+    text = TEMPLATE_SM90.read_text()
+    ss = {k.wg_block_n(d) for d in HEAD_DIMS}
+    rs = set(HEAD_DIMS)
+    return (
+        text.replace("//@@SM90_CONSTANTS@@", sm90_constants(k))
+        .replace("//@@SM90_WGMMA@@", wgmma_wrappers(ss, rs))
+    )
+
+
 def render(knobs: Knobs) -> str:
     """The kernel source for a valid setting (raises KnobError for an invalid one)."""
     knobs.validate()
     text = TEMPLATE.read_text()
     comment = "\n".join(
-        "//   " + line for line in json.dumps(knobs.to_dict(), indent=1).splitlines()
+        "//   " + line for line in json.dumps(knobs.recorded(), indent=1).splitlines()
     )
-    return (
+    text = (
         text.replace("//@@KNOB_COMMENT@@", comment)
         .replace("//@@KNOB_CONSTANTS@@", knob_constants(knobs))
     )
+    if knobs.mma == "wgmma":
+        head, anchor, tail = text.partition(SM90_ANCHOR)
+        if not anchor:
+            raise RuntimeError(f"template.cu.in lost the anchor {SM90_ANCHOR!r} of the Hopper section")
+        tail = tail.replace("fam::launch<", "fam::launch_any<").replace("fam::workspace<", "fam::workspace_any<")
+        text = head + sm90_section(knobs) + anchor + tail
+    return text
 
 
 def render_to(knobs: Knobs, path: Path | str) -> Path:

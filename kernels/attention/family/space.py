@@ -20,6 +20,10 @@ MAX_SMEM_BYTES = 232_448
 # Fragment registers a thread may hold (O accumulators, S accumulators, Q fragments) before
 # the kernel would spill: 255 registers minus room for addresses, masks and softmax state.
 MAX_FRAGMENT_REGS = 208
+# The Hopper layer (mma=wgmma): a consumer thread holds S (block_n / 2 fp32), O (head_dim / 2)
+# and P (block_n / 4 packed bf16) across a key block, out of the 232 registers setmaxnreg gives
+# it; the rest is addresses, masks and softmax state.
+WG_MAX_FRAGMENT_REGS = 180
 
 # Tile shapes "BMxBNxW": query rows, keys per block, warps. Rows per warp must be 16 or 32.
 TILES = ("64x32x4", "64x64x4", "64x128x4", "128x32x4", "128x64x4", "128x128x4",
@@ -48,13 +52,23 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "tile_d128": tiles_for(128),
         "tile_d256": tiles_for(256),
         "decode_tile": ("off", "16x32x1", "16x64x1", "32x32x2", "32x64x2"),  # few-row (decode) groups
+        # Hopper layer (mma=wgmma only): keys per block per head_dim, and consumer warpgroups of
+        # 64 query rows each (the CTA's query tile is 64 x consumers).
+        "wg_block_n_d64": (128, 64, 192),
+        "wg_block_n_d128": (128, 64, 96),
+        "wg_block_n_d256": (64, 32),
+        "wg_consumers": (2, 1),
     },
     "memory": {
         "loader": ("cp_async", "bulk"),          # cp.async 16 B per thread, or the bulk copy engine
         "stages": (1, 2, 3),                     # K/V shared-memory buffers in flight
         "smem_layout": ("swizzle", "pad"),       # XOR-swizzled 128 B panels, or rows padded by 16 B
+        "wg_stages": (2, 3, 1),                  # mma=wgmma: K/V stages of the producer's ring
     },
     "math": {
+        "mma": ("mma_sync", "wgmma"),            # mma.sync everywhere, or the Hopper layer (sm_90a wgmma,
+                                                 # producer/consumer warpgroups) for non-decode shapes
+        "wg_overlap": (True, False),             # mma=wgmma: softmax of block j under P V of block j-1
         "q_fragments": ("smem", "registers"),    # Q A-fragments re-read by ldmatrix, or kept in registers
         "softmax_exp": ("exp2_folded", "expf"),  # ex2.approx with scale*log2e folded into one FFMA, or expf
         "rescale": ("always", "lazy"),           # rescale O on every new max, or only past 2^8 growth
@@ -64,6 +78,8 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "persistent": (False, True),             # one wave of CTAs striding over the tiles
         "split_kv": ("off", "1wave", "2wave"),   # split the keys until the grid fills 1 or 2 waves
         "pack_gqa": ("off", "decode", "on"),     # a GQA group's query heads share one tile
+        "wg_pingpong": (True, False),            # mma=wgmma: the two consumer warpgroups take turns
+                                                 # issuing wgmma (named barriers)
     },
     "masking": {
         "causal_skip": (True, False),            # skip key blocks wholly past the diagonal
@@ -72,6 +88,9 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
 }
 
 LAYERS = tuple(KNOB_SPACE)
+# Knobs that only the Hopper layer reads (mma=wgmma).
+HOPPER_KNOBS = ("wg_block_n_d64", "wg_block_n_d128", "wg_block_n_d256", "wg_consumers", "wg_stages",
+                "wg_overlap", "wg_pingpong")
 KNOB_LAYER = {knob: layer for layer, knobs in KNOB_SPACE.items() for knob in knobs}
 
 
@@ -105,6 +124,15 @@ class Knobs:
     pack_gqa: str = "decode"
     causal_skip: bool = True
     mask_split: bool = True
+    # The Hopper layer. Settings with mma=mma_sync keep these at their defaults (validate()).
+    mma: str = "mma_sync"
+    wg_block_n_d64: int = 128
+    wg_block_n_d128: int = 128
+    wg_block_n_d256: int = 64
+    wg_consumers: int = 2
+    wg_stages: int = 2
+    wg_overlap: bool = True
+    wg_pingpong: bool = True
 
     # -- views -----------------------------------------------------------------------------
 
@@ -131,6 +159,29 @@ class Knobs:
             regs += rpw * head_dim // 64
         return regs
 
+    def recorded(self) -> dict[str, Any]:
+        """The setting as a rendered file records it: with mma=mma_sync, `mma` and the Hopper
+        knobs (all at their defaults then) are left out, so files rendered before the layer existed keep their
+        bytes; parsing the record back gives the same setting either way."""
+        d = self.to_dict()
+        if self.mma == "mma_sync":
+            for name in ("mma", *HOPPER_KNOBS):
+                d.pop(name)
+        return d
+
+    def wg_block_n(self, head_dim: int) -> int:
+        return int(getattr(self, f"wg_block_n_d{head_dim}"))
+
+    def wg_smem_bytes(self, head_dim: int) -> int:
+        """Shared memory of the wgmma kernel: Q tile, K and V stages, mbarriers, 1 KB of slack
+        to align the tiles for the 128-byte swizzle."""
+        bm, bn = 64 * self.wg_consumers, self.wg_block_n(head_dim)
+        return (bm + 2 * self.wg_stages * bn) * head_dim * 2 + 8 * (2 + 4 * self.wg_stages) + 1024
+
+    def wg_fragment_regs(self, head_dim: int) -> int:
+        bn = self.wg_block_n(head_dim)
+        return bn // 2 + head_dim // 2 + bn // 4
+
     def slug(self) -> str:
         """A short file-name-safe name of the setting."""
         parts = [
@@ -142,6 +193,10 @@ class Knobs:
             f"pack-{self.pack_gqa}", "skip" if self.causal_skip else "noskip",
             "msplit" if self.mask_split else "mall",
         ]
+        if self.mma == "wgmma":
+            parts += [f"wgmma-c{self.wg_consumers}-s{self.wg_stages}-n{self.wg_block_n_d64}"
+                      f"-{self.wg_block_n_d128}-{self.wg_block_n_d256}"
+                      + ("-overlap" if self.wg_overlap else "") + ("-pingpong" if self.wg_pingpong else "")]
         return "_".join(parts)
 
     # -- validation ------------------------------------------------------------------------
@@ -163,7 +218,34 @@ class Knobs:
         for d in HEAD_DIMS:
             for decode in (False, True) if self.decode_tile != "off" else (False,):
                 self._check_tile(d, decode)
+        if self.mma == "mma_sync":
+            changed = [n for n in HOPPER_KNOBS if getattr(self, n) != getattr(Knobs, n)]
+            if changed:
+                raise KnobError(
+                    f"{changed[0]}={getattr(self, changed[0])!r} belongs to the Hopper layer: it needs "
+                    "mma=wgmma"
+                )
+        else:
+            for d in HEAD_DIMS:
+                self._check_wg(d)
         return self
+
+    def _check_wg(self, d: int) -> None:
+        if self.wg_pingpong and self.wg_consumers != 2:
+            raise KnobError("wg_pingpong=True alternates two consumer warpgroups: it needs wg_consumers=2")
+        label = f"wg_block_n_d{d}={self.wg_block_n(d)}"
+        regs = self.wg_fragment_regs(d)
+        if regs > WG_MAX_FRAGMENT_REGS:
+            raise KnobError(
+                f"{label}: S, O and P need {regs} registers per consumer thread at head_dim {d}, "
+                f"over the {WG_MAX_FRAGMENT_REGS} that fit beside the kernel's state"
+            )
+        smem = self.wg_smem_bytes(d)
+        if smem > MAX_SMEM_BYTES:
+            raise KnobError(
+                f"{label} with wg_stages={self.wg_stages}, wg_consumers={self.wg_consumers}: {smem} "
+                f"bytes of shared memory at head_dim {d}, over the sm_90 limit of {MAX_SMEM_BYTES}"
+            )
 
     def _check_tile(self, d: int, decode: bool) -> None:
         name = "decode_tile" if decode else f"tile_d{d}"
@@ -313,9 +395,12 @@ def covering_sample() -> list[Knobs]:
             cand = cur.replace(**{name: v})
             if not cand.is_valid():
                 # A value that needs a companion change (bulk needs pad; deep pipelines and Q in
-                # registers need smaller tiles): try the smallest companions.
-                for fix in ({"smem_layout": "pad"}, {"stages": 2}, {"stages": 1}, {"tile_d256": "64x32x4"},
-                            {"tile_d256": "64x32x4", "stages": 2}, {"q_fragments": "smem"}):
+                # registers need smaller tiles; Hopper knobs need mma=wgmma): try the smallest
+                # companions.
+                for fix in ({"mma": "wgmma"}, {"mma": "wgmma", "wg_block_n_d256": 32},
+                            {"mma": "wgmma", "wg_pingpong": False}, {"smem_layout": "pad"}, {"stages": 2},
+                            {"stages": 1}, {"tile_d256": "64x32x4"}, {"tile_d256": "64x32x4", "stages": 2},
+                            {"q_fragments": "smem"}):
                     if name in fix:
                         continue
                     alt = cand.replace(**fix)
