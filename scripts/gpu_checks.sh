@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The GPU proofs in as few device calls as possible, on the lent H200 (no registry there).
+# Wheels the machine lacks travel in an ignored folder (default .whl-dev: the web stack,
+# distributed, fa3-fwd; see docs/harness.md "Running on the GPU machine"):
+#
+#   bash scripts/gpu_checks.sh OUTDIR verifier gallery     # first call
+#   bash scripts/gpu_checks.sh OUTDIR tests                # second call
+#
+# Parts: verifier (cheat table, checks' overhead, fa2-mma-a timed twice over all 182),
+# gallery (wgmma-ws-a over all 182 with every peer), tests (pytest -m gpu), cluster (two
+# workers on one GPU, the whole suite sharded). Each part's log lands in OUTDIR; a table last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT_DIR=${1:?usage: gpu_checks.sh OUTDIR PART...}
+shift
+WHEELS=${WHEELS:-.whl-dev}
+export PYTHONUNBUFFERED=1
+if [ -d "$WHEELS" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$WHEELS"/*.whl \
+    || { echo "wheel install failed" >&2; exit 1; }
+  export PYTHONPATH=$PWD:/tmp/site
+else
+  export PYTHONPATH=$PWD
+fi
+mkdir -p "$OUT_DIR"
+declare -a SUMMARY=()
+step() {  # step NAME COMMAND...: run, log, remember status and seconds
+  local name=$1; shift
+  local t0=$SECONDS
+  echo "=== $name: $*"
+  "$@" 2>&1 | tee "$OUT_DIR/$name.log"
+  local rc=${PIPESTATUS[0]}
+  SUMMARY+=("$(printf '%-22s rc=%-3s %5ss' "$name" "$rc" "$((SECONDS - t0))")")
+}
+for part in "$@"; do
+  case $part in
+    verifier)
+      step cheats env SOCRATIC_GPU_REPORTS=/tmp/cheat-reports python3 -m pytest -q -m gpu tests/gpu/test_cheats_gpu.py
+      step cheat-table python3 tests/gpu/cheat_table.py --reports /tmp/cheat-reports --overhead --json "$OUT_DIR/overhead.json"
+      step retime python3 tests/gpu/retime.py kernels/attention/gallery/fa2-mma-a.cu --json "$OUT_DIR/fa2-mma-a.retime.json"
+      ;;
+    gallery)
+      step gallery python3 -m harness eval kernels/attention/gallery/wgmma-ws-a.cu \
+        --json "$OUT_DIR/wgmma-ws-a.json" --timeout 30
+      ;;
+    tests)
+      step gpu-tests python3 -m pytest -q -m gpu tests/gpu -p no:cacheprovider
+      ;;
+    cluster)
+      step cluster python3 scripts/cluster_gpu_proof.py kernels/attention/gallery/fa2-mma-a.cu --gpus 0,0 \
+        --json "$OUT_DIR/cluster_proof.json"
+      ;;
+    *) echo "unknown part $part" >&2; exit 2 ;;
+  esac
+done
+echo
+echo "part                   status  time"
+printf '%s\n' "${SUMMARY[@]}"
