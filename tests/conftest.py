@@ -58,10 +58,11 @@ def postgres_admin_url() -> str:
 @contextmanager
 def fresh_postgres_database() -> Iterator[str]:
     """A new, empty database on the test server (dropped afterwards); yields its URL."""
+    admin_url = postgres_admin_url()  # skips (fails in CI) before the driver is needed
     import psycopg
     from sqlalchemy.engine import make_url
 
-    admin = make_url(postgres_admin_url())
+    admin = make_url(admin_url)
     name = f"socratic_test_{uuid.uuid4().hex[:16]}"
     conninfo = admin.set(drivername="postgresql").render_as_string(hide_password=False)
     with psycopg.connect(conninfo, autocommit=True) as conn:
