@@ -5,13 +5,11 @@
         one warpgroup's S = Q K^T (m64n64k16 x 8, K-major A and B, two 64-column panels) and
         O = P V (m64n128k16 x 4, P from registers, V MN-major over two panels) against a CPU
         result, with the V descriptor's offsets as written and swapped;
-    python3 -m kernels.attention.family.hopper_check fa3
-        times FlashAttention-3 (fa3_fwd wheel) and torch SDPA cuDNN side by side on a few
-        prefill shapes and prints TFLOP/s (the harness has no FA3 peer yet);
-    python3 -m kernels.attention.family.hopper_check fa3 --report REPORT.json [--out FA3.json]
-        times FA3 on every scenario of a harness report (contiguous [b, s, h, d] inputs, four
-        input sets in rotation) and prints per-category geomeans of x cuDNN and x FA3 of the
-        report's kernel; FA3's times come from this process, not the harness's timer.
+
+FlashAttention-3 is timed by the harness itself, as a peer beside cuDNN and FA2 (`docs/harness.md`):
+a second timer that lived here (back-to-back calls between two events, without the harness's
+device hold, L2 flush and median) put FA3 1.65x slower overall than the harness measures it
+side by side, most of it on small shapes, so it was removed.
 """
 
 from __future__ import annotations
@@ -23,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 PROBE = r"""
 #include <stdio.h>
@@ -156,130 +153,16 @@ def probe(kernel: Path, include: Path) -> int:
     return worst
 
 
-PREFILL_SHAPES = [  # (batch, seqlen, heads_q, heads_kv, head_dim, causal)
-    (8, 2048, 32, 32, 64, False), (2, 8192, 32, 32, 64, True),
-    (4, 4096, 16, 16, 128, False), (1, 16384, 16, 16, 128, True), (32, 512, 16, 16, 128, True),
-    (8, 2048, 8, 8, 256, False), (2, 8192, 8, 8, 256, True),
-    (1, 8192, 64, 8, 128, True),
-]
-
-
-def fa3_table(shapes: list[tuple[int, int, int, int, int, bool]]) -> int:
-    import torch
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    try:
-        from fa3_fwd_interface import flash_attn_func
-    except ImportError as exc:
-        print(f"fa3: not importable ({exc})")
-        flash_attn_func = None
-
-    def timed(fn: object, reps: int = 20) -> float:
-        for _ in range(3):
-            fn()  # type: ignore[operator]
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(reps):
-            fn()  # type: ignore[operator]
-        end.record()
-        torch.cuda.synchronize()
-        return start.elapsed_time(end) / reps
-
-    print(f"{'shape':<34} {'cuDNN':>8} {'FA3':>8}  (TFLOP/s)")
-    for b, s, hq, hkv, d, causal in shapes:
-        q = torch.randn(b, s, hq, d, device="cuda", dtype=torch.bfloat16)
-        k = torch.randn(b, s, hkv, d, device="cuda", dtype=torch.bfloat16)
-        v = torch.randn(b, s, hkv, d, device="cuda", dtype=torch.bfloat16)
-        flops = 4.0 * b * hq * s * s * d * (0.5 if causal else 1.0)
-        qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
-
-        def cud(qt: Any = qt, kt: Any = kt, vt: Any = vt, causal: bool = causal, gqa: bool = hq != hkv) -> object:
-            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                return torch.nn.functional.scaled_dot_product_attention(
-                    qt, kt, vt, is_causal=causal, enable_gqa=gqa)
-
-        def fa3(q: Any = q, k: Any = k, v: Any = v, causal: bool = causal) -> object:
-            return flash_attn_func(q, k, v, causal=causal)
-
-        t_c = timed(cud)
-        t_f = timed(fa3) if flash_attn_func else float("nan")
-        name = f"b{b}-s{s}-h{hq}/{hkv}-d{d}-{'causal' if causal else 'full'}"
-        print(f"{name:<34} {flops / t_c / 1e9:>8.1f} {flops / t_f / 1e9:>8.1f}", flush=True)
-    return 0
-
-
-def fa3_vs_report(report_path: Path, out: Path | None) -> int:
-    import json
-    import math
-
-    import torch
-    from fa3_fwd_interface import flash_attn_func
-
-    from harness.attention.suite import default_suite
-
-    report = json.loads(report_path.read_text())
-    suite = {s.name: s for s in default_suite()}
-    rows: dict[str, list[tuple[float | None, float | None]]] = {}
-    per: dict[str, float] = {}
-    for r in report["scenarios"]:
-        sc = suite[r["scenario"]]
-        sets = []
-        for _ in range(4):
-            q = torch.randn(sc.batch, sc.seqlen_q, sc.heads_q, sc.head_dim, device="cuda", dtype=torch.bfloat16)
-            k = torch.randn(sc.batch, sc.seqlen_k, sc.heads_kv, sc.head_dim, device="cuda", dtype=torch.bfloat16)
-            v = torch.randn_like(k)
-            sets.append((q, k, v))
-        for q, k, v in sets:
-            flash_attn_func(q, k, v, causal=sc.causal)
-        reps = 40
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        for i in range(reps):
-            q, k, v = sets[i % 4]
-            flash_attn_func(q, k, v, causal=sc.causal)
-        end.record()
-        torch.cuda.synchronize()
-        fa3_ms = start.elapsed_time(end) / reps
-        per[sc.name] = fa3_ms
-        ours = r.get("time_ms") if r["status"] == "pass" else None
-        x_fa3 = fa3_ms / ours if ours else None
-        x_cud = r.get("speedup_vs_peers", {}).get("cudnn")
-        for cat in (r["category"], "all"):
-            rows.setdefault(cat, []).append((x_cud, x_fa3))
-        del sets
-
-    def gm(vals: list[float | None]) -> float:
-        v = [x for x in vals if x]
-        return math.exp(sum(math.log(x) for x in v) / len(v)) if v else float("nan")
-
-    print(f"{'category':<10} {'n':>4} {'x cuDNN':>8} {'x FA3':>8}")
-    for cat in ("prefill", "gqa", "chunked", "decode", "ragged", "all"):
-        if cat in rows:
-            got = rows[cat]
-            print(f"{cat:<10} {len(got):>4} {gm([a for a, _ in got]):>8.3f} {gm([b for _, b in got]):>8.3f}")
-    if out is not None:
-        out.write_text(json.dumps({"fa3_ms": per}, indent=1))
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python3 -m kernels.attention.family.hopper_check")
     sub = p.add_subparsers(dest="cmd", required=True)
     pr = sub.add_parser("probe")
     pr.add_argument("kernel", type=Path)
-    fa = sub.add_parser("fa3")
-    fa.add_argument("--report", type=Path, help="a harness JSON report: time FA3 on its scenarios")
-    fa.add_argument("--out", type=Path, help="write FA3's times (ms per scenario) here")
     args = p.parse_args(argv)
     random.seed(0)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    if args.cmd == "probe":
-        include = Path(__file__).resolve().parents[1]
-        return probe(args.kernel, include)
-    if args.report is not None:
-        return fa3_vs_report(args.report, args.out)
-    return fa3_table(PREFILL_SHAPES)
+    include = Path(__file__).resolve().parents[1]
+    return probe(args.kernel, include)
 
 
 if __name__ == "__main__":
