@@ -89,7 +89,8 @@ def audit_lineage(request: Request, session_id: int) -> HTMLResponse:
 
 
 @router.get("/sessions/{session_id}/audit/diff", response_class=HTMLResponse)
-def audit_diff(request: Request, session_id: int, a: str = "baseline", b: str = "") -> HTMLResponse:
+def audit_diff(request: Request, session_id: int, a: str = "baseline", b: str = "", view: str = "unified",
+               full: bool = False) -> HTMLResponse:
     record = _record(request, session_id)
     if not b:
         b = str(record.leader.number) if record.leader else (str(record.candidates[-1].number)
@@ -98,9 +99,10 @@ def audit_diff(request: Request, session_id: int, a: str = "baseline", b: str = 
         ref_a, ref_b = parse_ref(a), parse_ref(b)
     except ValueError as exc:
         raise Invalid(f"compare 'baseline' or a candidate number, not {a!r} / {b!r}") from exc
-    diff = kernel_diff(record, ref_a, ref_b)
+    diff = kernel_diff(record, ref_a, ref_b, full=full)
     status = 404 if diff.missing.startswith("this session has no") else 200
-    return _page(request, "audit/diff.html", record, "lineage", diff=diff, status_code=status)
+    return _page(request, "audit/diff.html", record, "lineage", diff=diff, status_code=status,
+                 split=diff.split if view == "split" else None, view=view, full=full)
 
 
 @router.get("/sessions/{session_id}/audit/candidates/{number}", response_class=HTMLResponse)
