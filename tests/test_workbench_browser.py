@@ -165,22 +165,36 @@ def test_a_diff_is_as_tall_as_its_changed_lines(server: str, page: Any) -> None:
     heights = []
     for a, b in (("baseline", str(leader)), (str(leader - 1), str(leader))):
         page.goto(f"{server}/sessions/1/audit/diff?a={a}&b={b}")
-        rows = page.locator("#diff-lines > span")
+        rows = page.locator("#diff-lines > span.r")
         n = rows.count()
-        changed = page.locator("#diff-lines > span.add, #diff-lines > span.del").count()
-        folds = page.locator("#diff-lines > span.fold").count()
+        changed = page.locator("#diff-lines > span.r-add, #diff-lines > span.r-del").count()
+        folds = page.locator("#diff-lines > span.r-fold").count()
         height = page.locator("#diff-lines").bounding_box()["height"]
         # One 18 px line per row, no blank line between rows; unchanged runs fold to one row,
         # so the rows are the changed lines, at most 6 lines of context per change, and folds.
         assert abs(height - (n * 18 + 8)) <= 4, (a, b, height, n)
         classes = rows.evaluate_all("els => els.map(e => e.className)")
-        runs = "".join("c" if c == "ctx" else "|" for c in classes).split("|")
+        runs = "".join("c" if c == "r r-ctx" else "|" for c in classes).split("|")
         assert max(len(r) for r in runs) <= 7, "an unchanged run longer than 2 x 3 lines of context is folded"
-        assert folds == 0 or "⋯" in page.locator("#diff-lines > span.fold").first.inner_text()
+        assert folds == 0 or "⋯" in page.locator("#diff-lines > span.r-fold").first.inner_text()
         heights.append((height, changed))
-        numbers = page.locator("#diff-lines > span.add .ln, #diff-lines > span.ctx .ln").all_inner_texts()
+        numbers = page.locator("#diff-lines > span.r-add .ln, #diff-lines > span.r-ctx .ln").all_inner_texts()
         assert any(t.strip().isdigit() for t in numbers)  # line numbers shown
     (big, big_changed), (small, small_changed) = heights
     assert small_changed < big_changed and small < big
     page.goto(f"{server}/sessions/1/audit/diff?a=baseline&b={leader}&view=split")
     assert page.locator("table#diff-lines tr").count() > 0
+
+
+def test_the_new_session_form_shows_only_the_chosen_agents_fields(server: str, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(server + "/")
+    page.select_option("#new-session select[name=agent]", "offline")
+    expect(page.locator("#new-session input[name=seed]")).to_be_visible()
+    expect(page.locator("#new-session input[name=model]")).to_be_hidden()
+    expect(page.locator("#new-session select[name=script]")).to_be_hidden()
+    expect(page.locator("#agent-description")).to_contain_text("no model, no key")  # the whole description
+    page.select_option("#new-session select[name=agent]", "scripted")
+    expect(page.locator("#new-session select[name=script]")).to_be_visible()
+    expect(page.locator("#new-session input[name=seed]")).to_be_hidden()

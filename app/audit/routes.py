@@ -10,17 +10,20 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlmodel import select
 
 from app.audit import trace_io
 from app.audit.attribution import attribute
 from app.audit.charts import churn_chart, cost_chart, speedup_chart
 from app.audit.churn import session_churn
+from app.audit.compare import LeaderStats, leader_stats, peer_label
 from app.audit.cost import PROMPT_PARTS, TOKEN_LABELS, session_cost
 from app.audit.heatmap import candidate_heatmap
 from app.audit.lineage import build_lineage, kernel_diff, parse_ref
 from app.audit.record import AuditRecord, load_record
 from app.audit.summary import audit_summary
 from app.audit.timeline import FILTER_KINDS, counts_by_kind, filter_timeline, timeline
+from app.models import Evaluation
 from app.sessions import Invalid, NotFound
 from app.web import render
 from app.web.deps import get_ctx
@@ -43,6 +46,17 @@ def _page(request: Request, name: str, record: AuditRecord, tab: str, status_cod
         request, name, {"record": record, "s": record.session, "tab": tab, **context}, status_code=status_code)
 
 
+def _leader_stats(request: Request, record: AuditRecord) -> LeaderStats | None:
+    """The leader's report against the baseline and each peer (one report read, not all)."""
+    leader = record.leader
+    evaluation = record.suite_evaluation(leader) if leader is not None else None
+    if evaluation is None:
+        return None
+    with get_ctx(request).database.session() as db:
+        report = db.exec(select(Evaluation.report).where(Evaluation.id == evaluation.id)).first()
+    return leader_stats(report) if isinstance(report, dict) else None
+
+
 @router.get("/sessions/{session_id}/audit", response_class=HTMLResponse)
 def audit_overview(request: Request, session_id: int) -> HTMLResponse:
     record = _record(request, session_id)
@@ -52,7 +66,8 @@ def audit_overview(request: Request, session_id: int) -> HTMLResponse:
     return _page(request, "audit/overview.html", record, "overview", attribution=attribution,
                  chart=speedup_chart(attribution, record.session.goal_target), churn=churn,
                  churn_chart=churn_chart(churn), cost=cost, cost_chart=cost_chart(cost),
-                 token_labels=TOKEN_LABELS, prompt_parts=PROMPT_PARTS)
+                 token_labels=TOKEN_LABELS, prompt_parts=PROMPT_PARTS, peers=_leader_stats(request, record),
+                 peer_label=peer_label)
 
 
 @router.get("/sessions/{session_id}/audit/timeline", response_class=HTMLResponse)

@@ -65,17 +65,22 @@ async def _dashboard(request: Request, form: dict[str, Any] | None = None, error
                 gpu=gpu)
 
 
+def form_number(form: dict[str, str], key: str, cast: type[int] | type[float]) -> Any:
+    """A form field as a number; None when empty; Invalid naming the field otherwise."""
+    raw = form.get(key, "").strip()
+    if not raw:
+        return None
+    try:
+        return cast(raw)
+    except ValueError as exc:
+        raise Invalid(f"{key.replace('_', ' ')}: {raw!r} is not a number", key) from exc
+
+
 def session_spec_from_form(form: dict[str, str], default_agent: str) -> SessionCreate:
     """The new-session form as a SessionCreate (raises ValidationError or Invalid)."""
 
     def number(key: str, cast: type[int] | type[float]) -> Any:
-        raw = form.get(key, "").strip()
-        if not raw:
-            return None
-        try:
-            return cast(raw)
-        except ValueError as exc:
-            raise Invalid(f"{key.replace('_', ' ')}: {raw!r} is not a number", key) from exc
+        return form_number(form, key, cast)
 
     thresholds: dict[str, Any] = {}
     for key, cast in (("plateau_window", int), ("suspicious_jump", float)):

@@ -18,6 +18,7 @@ from app.sessions import Invalid, get_session, list_sessions, public_session
 from app.web import render
 from app.web.deps import Ctx, Db, Steer
 from app.web.identity import author_of
+from app.web.pages import form_number
 
 router = APIRouter(include_in_schema=False)
 api_router = APIRouter(prefix="/api", tags=["sessions"])
@@ -70,13 +71,7 @@ def fork_from_form(form: dict[str, str], agent_config: dict[str, Any]) -> ForkCr
     """The fork form as a ForkCreate (raises ValidationError or Invalid)."""
 
     def number(key: str, cast: type[int] | type[float]) -> Any:
-        raw = form.get(key, "").strip()
-        if not raw:
-            return None
-        try:
-            return cast(raw)
-        except ValueError as exc:
-            raise Invalid(f"{key.replace('_', ' ')}: {raw!r} is not a number", key) from exc
+        return form_number(form, key, cast)
 
     minutes = number("budget_minutes", float)
     if minutes is not None and minutes <= 0:
