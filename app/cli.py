@@ -35,8 +35,35 @@ def app_command_registrars() -> list[Callable[[argparse._SubParsersAction], None
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. Errors a person can act on print one line and exit non-zero: 1 for a
+    database that cannot be used (its SQL is not shown), 2 for bad input, 130 on Ctrl-C."""
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    name = f"socratic {args.command}"
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        code = command_error(exc)
+        if code is None:
+            raise
+        print(f"{name}: {code[1]}", file=sys.stderr)
+        return code[0]
+
+
+def command_error(exc: Exception) -> tuple[int, str] | None:
+    """(exit code, one line) for an error a person can act on; None: a bug, let it show."""
+    if "sqlalchemy" in sys.modules:
+        from sqlalchemy.exc import SQLAlchemyError
+
+        if isinstance(exc, SQLAlchemyError):
+            cause = getattr(exc, "orig", None) or exc.__cause__
+            reason = str(cause) if cause is not None else type(exc).__name__
+            return 1, f"the database cannot be used: {reason.splitlines()[0] if reason else type(exc).__name__}"
+    if isinstance(exc, LookupError | ValueError | OSError):
+        return 2, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return None
 
 
 if __name__ == "__main__":

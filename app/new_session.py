@@ -93,6 +93,19 @@ def validate_new_session(spec: SessionCreate, settings: Settings) -> NewSession:
     return NewSession(agent, kind, baseline, scenarios, {**spec.thresholds.model_dump(), **thresholds})
 
 
+def refuse_unavailable(spec: SessionCreate, settings: Settings) -> None:
+    """Raise Invalid when the session would start with an agent that cannot start here (the
+    claude agent without ANTHROPIC_API_KEY): the reason now, not a failed session later. A
+    session created without starting is still allowed (the key may be set before it starts)."""
+    from app.agents.registry import available_agents
+
+    name = spec.agent or default_agent(spec.agent_config, settings)
+    info = next((a for a in available_agents() if a.name == name), None)
+    reason = info.why_unavailable() if info is not None and spec.start else None
+    if reason:
+        raise Invalid(reason, "agent")
+
+
 def default_agent(config: dict[str, Any], settings: Settings) -> str:
     """The agent of a session that names none: scripted when its config names a script or
     steps, else the server's default (claude with an API key, offline without)."""

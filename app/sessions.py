@@ -162,7 +162,8 @@ def start(unit: Unit, session_id: int) -> SteeringSession:
     session = get_session(unit.db, session_id)
     if session.status != CREATED:
         raise Conflict(f"session {session_id} is {session.status}; only a created session can be started")
-    set_status(unit, session, RUNNING, detail="starting")
+    set_status(unit, session, RUNNING, detail="starting: the agent is preparing its first candidate "
+                                              "(a CUDA kernel compiles before it waits for a GPU)")
     return session
 
 

@@ -9,14 +9,14 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from harness.executor import Progress
 from harness.report import PASS, EvaluationReport, render_table
 from harness.scenario import Scenario
-from harness.settings import EvalSettings
 from harness.suite import SUITE_PARTS, select
-from harness.timing import TimingSettings
+
+if TYPE_CHECKING:  # torch comes with these: imported by the commands that run kernels only
+    from harness.executor import Progress
 
 
 def _problem_suite() -> list[Scenario]:
@@ -116,6 +116,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if not scenarios:
         print("socratic eval: no scenario matches the --suite/--filter given", file=sys.stderr)
         return 2
+    from harness.settings import EvalSettings
+    from harness.timing import TimingSettings
+
     settings = EvalSettings(
         device=args.device,
         trials=args.trials,

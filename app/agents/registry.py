@@ -23,14 +23,19 @@ class AgentInfo:
     factory: AgentFactory
     validate: ConfigCheck | None = None  # checks agent_config when a session is created
     candidate_kind: str | None = None  # the only kind of candidate it can write, if it has one
+    # Why it cannot start on this server (a missing API key), or None: checked cheaply, no network.
+    unavailable: Callable[[], str | None] | None = None
+
+    def why_unavailable(self) -> str | None:
+        return self.unavailable() if self.unavailable is not None else None
 
 
 _AGENTS: dict[str, AgentInfo] = {}
 
 
 def register_agent(name: str, factory: AgentFactory, description: str, validate: ConfigCheck | None = None,
-                   candidate_kind: str | None = None) -> None:
-    _AGENTS[name] = AgentInfo(name, description, factory, validate, candidate_kind)
+                   candidate_kind: str | None = None, unavailable: Callable[[], str | None] | None = None) -> None:
+    _AGENTS[name] = AgentInfo(name, description, factory, validate, candidate_kind, unavailable)
 
 
 def agent_info(name: str) -> AgentInfo:
@@ -69,6 +74,12 @@ def _claude_config(config: dict[str, Any]) -> None:
     validate_config(config)
 
 
+def _claude_unavailable() -> str | None:
+    from app.settings import anthropic_api_key
+
+    return None if anthropic_api_key() else "ANTHROPIC_API_KEY is not set on this server: the claude agent cannot start"
+
+
 def _mcp_config(config: dict[str, Any]) -> None:
     if config:
         raise AgentConfigError("the mcp agent takes no options: the outside client chooses its own model")
@@ -80,7 +91,7 @@ def _register_builtin() -> None:
 
     register_agent("scripted", ScriptedAgent, "replays a fixed script of candidates (tests, demos)")
     register_agent("claude", _claude, "Claude through the Anthropic API with the workspace tools "
-                   "(needs ANTHROPIC_API_KEY)", validate=_claude_config)
+                   "(needs ANTHROPIC_API_KEY)", validate=_claude_config, unavailable=_claude_unavailable)
     register_agent("offline", offline.OfflineAgent, "greedy search over the kernel family's knobs, one layer at "
                    "a time; a question moves it to another layer (no model, no key)",
                    validate=offline.validate_config, candidate_kind="cuda")

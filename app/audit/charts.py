@@ -16,11 +16,24 @@ def speedup_chart(attribution: Attribution, goal: float | None) -> dict[str, Any
     """Speedup per evaluation with the leader line; triggers and delivered messages marked
     between the evaluations they fell between, labelled as in the attribution table."""
     points = [ChartPoint(s.index, s.number, s.verdict, s.speedup) for s in attribution.steps]
-    marks = [ChartMark(t.after_evaluations + 0.5, f"{t.kind}: {t.summary}", "trigger") for t in attribution.triggers]
+    # A trigger and the message that answered it fall between the same two evaluations: the
+    # trigger is drawn a little to the left, the message to the right, so neither hides the other.
+    marks = [ChartMark(t.after_evaluations + 0.35, f"{t.kind}: {t.summary}", "trigger") for t in attribution.triggers]
     for i in attribution.interventions:
         if i.after_evaluations is not None:
-            marks.append(ChartMark(i.after_evaluations + 0.5, f"{i.label} {i.kind}: {i.text}", i.kind))
+            marks.append(ChartMark(i.after_evaluations + 0.65, f"{i.label} {i.kind}: {i.text}", i.kind))
     chart = chart_svg(points, marks, goal)
+    n = max(len(points), 1)
+    step = next((k for k in (1, 2, 5, 10, 20, 50, 100, 200, 500) if n / k <= 12), 1000)
+    chart["x_ticks"] = [{"x": d["x"], "label": str(i)} for i, d in enumerate(chart["dots"], 1)
+                        if i == 1 or i % step == 0]
+    # Backups drawn above the leader line: faster on the geomean, yet not the leader (the
+    # judge's reason, e.g. a re-time against the leader, is shown beside the chart).
+    leader = 1.0
+    for p, d in zip(points, chart["dots"], strict=True):
+        if p.verdict == "leader" and p.speedup is not None:
+            leader = p.speedup
+        d["above_leader"] = p.verdict == "backup" and p.speedup is not None and p.speedup > leader
     # Labels above the marks that are messages, so the chart and the table read together.
     labels = []
     for m, src in zip(chart["marks"], marks, strict=True):

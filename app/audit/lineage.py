@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
+from app.audit.diff_view import DiffRow, SplitRow, diff_rows, split_rows
 from app.audit.record import AuditRecord
 from app.models import Candidate
 
@@ -27,6 +28,7 @@ class LineageNode:
     on_leader_path: bool = False
     is_leader: bool = False
     depth: int = 0
+    questions: list[str] = field(default_factory=list)  # messages delivered just before it was judged
     x: float = 0.0  # centre, px
     y: float = 0.0  # top, px
 
@@ -99,10 +101,30 @@ def build_lineage(record: AuditRecord) -> Lineage:
             node.x = MARGIN + NODE_W / 2 + next_leaf * (NODE_W + GAP_X)
             next_leaf += 1
 
+    _mark_questions(record, by_row)
     place(root, 0)
     width = MARGIN * 2 + max(next_leaf, 1) * (NODE_W + GAP_X) - GAP_X
     height = MARGIN * 2 + (max(n.depth for n in nodes) + 1) * (NODE_H + GAP_Y) - GAP_Y
     return Lineage(root, nodes, width, height, path)
+
+
+def _mark_questions(record: AuditRecord, by_row: dict[int, LineageNode]) -> None:
+    """Each delivered message marks the first candidate judged after it: where it arrived."""
+    items = {i.id: i for i in record.interventions}
+    waiting: list[str] = []
+    for e in record.events:
+        payload = e.payload if isinstance(e.payload, dict) else {}
+        if e.kind == "delivered":
+            for ref in payload.get("intervention_ids") or []:
+                item = items.get(record.row_id("intervention", ref)) if isinstance(ref, int) else None
+                if item is not None:
+                    waiting.append(f"{item.author} {item.kind}: {item.text}")
+        elif e.kind == "verdict" and waiting:
+            number = payload.get("number")
+            c = record.candidate(number) if isinstance(number, int) else None
+            if c is not None and c.id in by_row:
+                by_row[c.id].questions.extend(waiting)
+                waiting = []
 
 
 @dataclass
@@ -113,6 +135,11 @@ class KernelDiff:
     added: int
     removed: int
     missing: str = ""  # why there is nothing to compare
+    rows: list[DiffRow] = field(default_factory=list)  # numbered, folded (app/audit/diff_view.py)
+
+    @property
+    def split(self) -> list[SplitRow]:
+        return split_rows(self.rows)
 
     @property
     def identical(self) -> bool:
@@ -130,7 +157,7 @@ def parse_ref(ref: str) -> int | None:
     return number
 
 
-def kernel_diff(record: AuditRecord, a: int | None, b: int | None) -> KernelDiff:
+def kernel_diff(record: AuditRecord, a: int | None, b: int | None, full: bool = False) -> KernelDiff:
     """The unified diff from kernel `a` to kernel `b` (None: the baseline)."""
     name_a = "baseline" if a is None else f"#{a}"
     name_b = "baseline" if b is None else f"#{b}"
@@ -147,7 +174,7 @@ def kernel_diff(record: AuditRecord, a: int | None, b: int | None) -> KernelDiff
     lines = unified_diff(source_a, source_b, name_a, name_b)
     added = sum(1 for cls, _ in lines if cls == "add")
     removed = sum(1 for cls, _ in lines if cls == "del")
-    return KernelDiff(key_a, key_b, lines, added, removed)
+    return KernelDiff(key_a, key_b, lines, added, removed, rows=diff_rows(source_a, source_b, full=full))
 
 
 def unified_diff(parent: str, child: str, parent_name: str, child_name: str) -> list[tuple[str, str]]:

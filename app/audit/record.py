@@ -9,11 +9,13 @@ kept verbatim, and TraceImport maps them to rows. `trace_id` and `row_id` hide t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy.orm import defer
 from sqlmodel import Session, col, select
 
 from app.audit.models import TraceImport
+from app.fork import fork_origin, forks_of
 from app.models import (
     PYTHON_CPU,
     Candidate,
@@ -36,6 +38,7 @@ class AuditRecord:
     events: list[Event]  # by seq
     baseline_source: str | None  # None when the baseline file is not on this machine
     origin: TraceImport | None = None  # set for imported sessions
+    forks: list[dict[str, Any]] = field(default_factory=list)  # sessions forked from this one (app/fork.py)
     _to_trace: dict[str, dict[int, int]] = field(default_factory=dict)
     _to_row: dict[str, dict[int, int]] = field(default_factory=dict)
 
@@ -48,6 +51,11 @@ class AuditRecord:
     @property
     def session_id(self) -> int:
         return self.session.id or 0
+
+    @property
+    def forked_from(self) -> dict[str, Any] | None:
+        """Where this session was forked from (app/fork.py), or None."""
+        return fork_origin(self.events)
 
     @property
     def imported(self) -> bool:
@@ -128,4 +136,5 @@ def load_record(db: Session, session_id: int, reports: bool = True) -> AuditReco
     events = list(db.exec(select(Event).where(Event.session_id == session_id).order_by(col(Event.seq))).all())
     origin = db.get(TraceImport, session_id)
     baseline = origin.baseline_source if origin is not None else baseline_source_of(session)
-    return AuditRecord(session, candidates, evaluations, triggers, interventions, events, baseline, origin)
+    return AuditRecord(session, candidates, evaluations, triggers, interventions, events, baseline, origin,
+                       forks_of(db, session_id))

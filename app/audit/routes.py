@@ -10,17 +10,20 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlmodel import select
 
 from app.audit import trace_io
 from app.audit.attribution import attribute
 from app.audit.charts import churn_chart, cost_chart, speedup_chart
 from app.audit.churn import session_churn
+from app.audit.compare import LeaderStats, leader_stats, peer_label
 from app.audit.cost import PROMPT_PARTS, TOKEN_LABELS, session_cost
 from app.audit.heatmap import candidate_heatmap
 from app.audit.lineage import build_lineage, kernel_diff, parse_ref
 from app.audit.record import AuditRecord, load_record
 from app.audit.summary import audit_summary
 from app.audit.timeline import FILTER_KINDS, counts_by_kind, filter_timeline, timeline
+from app.models import Evaluation
 from app.sessions import Invalid, NotFound
 from app.web import render
 from app.web.deps import get_ctx
@@ -43,6 +46,17 @@ def _page(request: Request, name: str, record: AuditRecord, tab: str, status_cod
         request, name, {"record": record, "s": record.session, "tab": tab, **context}, status_code=status_code)
 
 
+def _leader_stats(request: Request, record: AuditRecord) -> LeaderStats | None:
+    """The leader's report against the baseline and each peer (one report read, not all)."""
+    leader = record.leader
+    evaluation = record.suite_evaluation(leader) if leader is not None else None
+    if evaluation is None:
+        return None
+    with get_ctx(request).database.session() as db:
+        report = db.exec(select(Evaluation.report).where(Evaluation.id == evaluation.id)).first()
+    return leader_stats(report) if isinstance(report, dict) else None
+
+
 @router.get("/sessions/{session_id}/audit", response_class=HTMLResponse)
 def audit_overview(request: Request, session_id: int) -> HTMLResponse:
     record = _record(request, session_id)
@@ -52,7 +66,8 @@ def audit_overview(request: Request, session_id: int) -> HTMLResponse:
     return _page(request, "audit/overview.html", record, "overview", attribution=attribution,
                  chart=speedup_chart(attribution, record.session.goal_target), churn=churn,
                  churn_chart=churn_chart(churn), cost=cost, cost_chart=cost_chart(cost),
-                 token_labels=TOKEN_LABELS, prompt_parts=PROMPT_PARTS)
+                 token_labels=TOKEN_LABELS, prompt_parts=PROMPT_PARTS, peers=_leader_stats(request, record),
+                 peer_label=peer_label)
 
 
 @router.get("/sessions/{session_id}/audit/timeline", response_class=HTMLResponse)
@@ -89,7 +104,8 @@ def audit_lineage(request: Request, session_id: int) -> HTMLResponse:
 
 
 @router.get("/sessions/{session_id}/audit/diff", response_class=HTMLResponse)
-def audit_diff(request: Request, session_id: int, a: str = "baseline", b: str = "") -> HTMLResponse:
+def audit_diff(request: Request, session_id: int, a: str = "baseline", b: str = "", view: str = "unified",
+               full: bool = False) -> HTMLResponse:
     record = _record(request, session_id)
     if not b:
         b = str(record.leader.number) if record.leader else (str(record.candidates[-1].number)
@@ -98,9 +114,10 @@ def audit_diff(request: Request, session_id: int, a: str = "baseline", b: str = 
         ref_a, ref_b = parse_ref(a), parse_ref(b)
     except ValueError as exc:
         raise Invalid(f"compare 'baseline' or a candidate number, not {a!r} / {b!r}") from exc
-    diff = kernel_diff(record, ref_a, ref_b)
+    diff = kernel_diff(record, ref_a, ref_b, full=full)
     status = 404 if diff.missing.startswith("this session has no") else 200
-    return _page(request, "audit/diff.html", record, "lineage", diff=diff, status_code=status)
+    return _page(request, "audit/diff.html", record, "lineage", diff=diff, status_code=status,
+                 split=diff.split if view == "split" else None, view=view, full=full)
 
 
 @router.get("/sessions/{session_id}/audit/candidates/{number}", response_class=HTMLResponse)

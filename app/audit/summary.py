@@ -45,6 +45,15 @@ def audit_summary(record: AuditRecord) -> dict[str, Any]:
     }
 
 
+PLURAL = {"question": "questions", "information": "information messages"}
+
+
+def clip(text: str, width: int = 60) -> str:
+    """One line of at most `width` characters, an ellipsis where it was cut."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1].rstrip() + "…"
+
+
 def _x(v: float | None) -> str:
     return "-" if v is None else f"{v:.3f}x"
 
@@ -65,14 +74,15 @@ def audit_text(record: AuditRecord) -> str:
         where = f"after evaluation {i['after_evaluations']}" if i["delivered"] else "never delivered"
         gain = "-" if i["gain"] is None else f"{(i['gain'] - 1) * 100:+.1f}%"
         out.append(f"  {i['label']:<4} {i['kind']:<11} {where:<22} gain {gain:>7} over {i['evaluations_seen']}/"
-                   f"{i['window']}  {i['text'][:60]}")
+                   f"{i['window']}  {clip(i['text'])}")
     for kind, stats in data["gain_by_kind"].items():
         if stats["credited"]:
-            out.append(f"  {kind}s: {stats['credited']} credited of {stats['uses']} delivered, geomean gain "
+            out.append(f"  {PLURAL.get(kind, kind)}: {stats['credited']} credited of {stats['uses']} delivered, "
+                       f"geomean gain "
                        f"{(stats['geomean_gain'] - 1) * 100:+.1f}%, followed by a new leader "
                        f"{stats['hit_rate'] * 100:.0f}% of the time")
         elif stats["uses"]:
-            out.append(f"  {kind}s: {stats['uses']} delivered, no evaluation after them yet")
+            out.append(f"  {PLURAL.get(kind, kind)}: {stats['uses']} delivered, no evaluation after them yet")
     c = data["churn"]
     share = "-" if c["share"] is None else f"{c['share'] * 100:.1f}%"
     out += ["", f"Churn: {c['readded']} of {c['added']} added lines had been removed earlier ({share})"]

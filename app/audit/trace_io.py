@@ -20,9 +20,11 @@ from sqlalchemy import Column, DateTime
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Session, SQLModel
 
+from app.audit.evidence import replay_evidence
 from app.audit.models import ID_KINDS, TraceImport
 from app.audit.record import AuditRecord, load_record
 from app.models import Candidate, Evaluation, Event, Intervention, SteeringSession, Trigger, utcnow
+from question_bank.store import ensure_starter_bank
 
 FORMAT = "socratic-trace"
 VERSION = 1  # bump when a record changes meaning; docs/trace.md keeps the history
@@ -298,6 +300,7 @@ def _check_references(rows: dict[str, list[tuple[int, dict[str, Any]]]]) -> None
 def import_trace(db: Session, text: str, file_name: str = "") -> SteeringSession:
     """Create a read-only session from a trace. The caller commits."""
     parsed = parse_trace(text)
+    ensure_starter_bank(db)  # commits once, on a database's first use: its questions are matched by text
     id_map: dict[str, dict[str, int]] = {kind: {} for kind in ID_KINDS}
 
     fields = dict(parsed.session)
@@ -329,10 +332,10 @@ def import_trace(db: Session, text: str, file_name: str = "") -> SteeringSession
         if row_fields.get("parent_id") is not None:
             row.parent_id = id_map["candidate"][str(row_fields["parent_id"])]
     add_rows("evaluation", Evaluation)
-    add_rows("trigger", Trigger, session_id=sid)
-    add_rows("intervention", Intervention, session_id=sid)
-    for _line_no, row_fields in parsed.rows["event"]:
-        db.add(Event(session_id=sid, **row_fields))
+    triggers = {row.id: row for _f, row in add_rows("trigger", Trigger, session_id=sid)}
+    messages = {int(f["id"]): row for f, row in add_rows("intervention", Intervention, session_id=sid)}
+    events = [Event(session_id=sid, **row_fields) for _line_no, row_fields in parsed.rows["event"]]
+    db.add_all(events)
     session.leader_id = id_map["candidate"][str(leader)] if leader is not None else None
     session.open_trigger_id = id_map["trigger"][str(open_trigger)] if open_trigger is not None else None
     db.add(session)
@@ -340,4 +343,5 @@ def import_trace(db: Session, text: str, file_name: str = "") -> SteeringSession
                        file_sha256=hashlib.sha256(text.encode()).hexdigest(), imported_at=utcnow(),
                        baseline_source=parsed.baseline_source, ids=id_map))
     db.flush()
+    replay_evidence(db, session, events, messages, triggers)  # the bank counts imported sessions too
     return session

@@ -5,6 +5,7 @@ that need a GPU on a machine without one wait, with a clear status, instead of f
 from __future__ import annotations
 
 import asyncio
+import glob
 import subprocess
 import sys
 import time
@@ -18,9 +19,18 @@ NO_GPU = "waiting: no GPU available on this machine (checking again every {poll:
 GPU_BUSY = "waiting for the GPU: another candidate is being evaluated"
 
 
+def gpu_device_nodes() -> bool:
+    """Whether the machine has an NVIDIA device at all: a look at /dev and /proc, no process.
+    False means no CUDA GPU can be there, so nothing more expensive needs asking."""
+    return any(glob.glob("/dev/nvidia[0-9]*")) or any(glob.glob("/proc/driver/nvidia/gpus/*"))
+
+
 def probe_gpu() -> bool:
-    """Whether torch sees a CUDA GPU, asked in a child process so that the server process
-    itself never initialises CUDA."""
+    """Whether torch sees a CUDA GPU. Without NVIDIA device nodes the answer is no at once (no
+    process); with them, torch is asked in a child process so that the server process itself
+    never initialises CUDA."""
+    if not gpu_device_nodes():
+        return False
     try:
         out = subprocess.run(
             [sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
@@ -46,17 +56,31 @@ class DeviceQueue:
         self._probe = gpu_probe
         self._locks: dict[str, asyncio.Lock] = {GPU: asyncio.Lock(), CPU: asyncio.Lock()}
         self._gpu_seen: tuple[float, bool] | None = None
+        self._probing: asyncio.Lock | None = None  # one probe at a time for the whole server
         self.holders: dict[str, str] = {}  # device -> what is being evaluated on it
 
     async def gpu_available(self) -> bool:
-        if self.cluster:
-            return True  # the cluster's workers own the GPUs; shards wait there for one
-        now = time.monotonic()
-        if self._gpu_seen is not None and now - self._gpu_seen[0] < self.poll_s:
-            return self._gpu_seen[1]
-        found = await asyncio.to_thread(self._probe)
-        self._gpu_seen = (time.monotonic(), found)
-        return found
+        """The server's one answer, re-asked at most every poll_s whoever asks (every waiting
+        session and every page share it; concurrent askers wait for the one probe running)."""
+        if self.cluster:  # the cluster's workers own the GPUs; shards wait there for one
+            self._gpu_seen = (time.monotonic(), True)
+            return True
+        if self._probing is None:
+            self._probing = asyncio.Lock()
+        async with self._probing:
+            now = time.monotonic()
+            if self._gpu_seen is not None and now - self._gpu_seen[0] < self.poll_s:
+                return self._gpu_seen[1]
+            found = await asyncio.to_thread(self._probe)
+            self._gpu_seen = (time.monotonic(), found)
+            return found
+
+    @property
+    def gpu_state(self) -> str:
+        """"gpu", "no-gpu", or "unknown" (not asked yet): for badges, never probes."""
+        if self._gpu_seen is None:
+            return "unknown"
+        return "gpu" if self._gpu_seen[1] else "no-gpu"
 
     def forget_gpu_probe(self) -> None:
         self._gpu_seen = None

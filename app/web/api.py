@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, Query, Request, status
 from sqlmodel import Session
 
 from app.agents.registry import available_agents
 from app.agents.scripts import BUILTIN_SCRIPTS
 from app.events import events_after
-from app.new_session import open_session
+from app.new_session import open_session, refuse_unavailable
 from app.schemas import (
     ActionIn,
     AgentPublic,
@@ -53,13 +53,14 @@ from app.sessions import (
 )
 from app.steering.suggestions import suggest
 from app.web.deps import Ctx, Db, Steer
+from app.web.identity import author_of
 
 router = APIRouter(prefix="/api")
 
 
 @router.get("/health", tags=["server"])
 async def health(ctx: Ctx) -> dict[str, Any]:
-    return {"ok": True, "gpu_holders": ctx.devices.holders}
+    return {"ok": True, "gpu_holders": ctx.devices.holders, "gpu": ctx.devices.gpu_state}
 
 
 @router.get("/agents", response_model=list[AgentPublic], tags=["agents"])
@@ -77,6 +78,7 @@ async def sessions_index(db: Db) -> list[dict[str, Any]]:
 
 @router.post("/sessions", response_model=SessionPublic, status_code=status.HTTP_201_CREATED, tags=["sessions"])
 async def create(spec: SessionCreate, ctx: Ctx, steer: Steer) -> dict[str, Any]:
+    refuse_unavailable(spec, ctx.settings)
     session = steer.act(None, lambda u: open_session(u, spec, ctx.settings))
     return steer.read(lambda db: _session(db, session.id or 0))
 
@@ -120,9 +122,11 @@ async def stop(session_id: int, steer: Steer, action: ActionIn | None = None) ->
 
 @router.post("/sessions/{session_id}/interventions", response_model=InterventionPublic,
              status_code=status.HTTP_201_CREATED, tags=["steering"])
-async def intervene(session_id: int, msg: InterventionCreate, steer: Steer) -> dict[str, Any]:
+async def intervene(request: Request, session_id: int, msg: InterventionCreate, steer: Steer) -> dict[str, Any]:
     """Send a question or information: `steer` delivers it at the next tool boundary, `queue`
-    when the agent's turn ends. With `resume` (default) a paused session resumes."""
+    when the agent's turn ends. With `resume` (default) a paused session resumes. `author`: who
+    sends it (default: the name set with POST /name, else "person")."""
+    msg = msg.model_copy(update={"author": author_of(request, msg.author)})
     return steer.act(session_id, lambda u: send_message(u, session_id, msg)).model_dump()
 
 

@@ -22,7 +22,7 @@ from app.runner.states import InvalidTransition
 from app.sessions import Conflict, Invalid, NotFound
 from app.settings import Settings
 from app.steering import bank
-from app.web import api, bank_api, bank_pages, cluster_view, pages, render, ws
+from app.web import api, bank_api, bank_pages, cluster_view, identity, pages, render, workbench, ws
 from app.web import mcp as mcp_web
 from app.web.security import make_middleware
 
@@ -69,6 +69,9 @@ def create_app(settings: Settings | None = None, *, devices: DeviceQueue | None 
     app.include_router(audit_routes.api_router)
     app.include_router(bank_api.router)
     app.include_router(bank_pages.router)
+    app.include_router(workbench.router)
+    app.include_router(workbench.api_router)
+    app.include_router(identity.router)
     app.state.mcp = mcp
     app.router.routes.append(mcp.route())
     app.include_router(mcp_web.router)
@@ -77,7 +80,12 @@ def create_app(settings: Settings | None = None, *, devices: DeviceQueue | None 
 
 
 def _wants_html(request: Request) -> bool:
-    return not request.url.path.startswith("/api") and "text/html" in request.headers.get("accept", "")
+    """Pages answer errors with a page (a bare `curl` of an audit URL included); the JSON API,
+    /mcp and clients that ask for JSON get JSON."""
+    if request.url.path.startswith(("/api", "/mcp")):
+        return False
+    accept = request.headers.get("accept", "")
+    return "text/html" in accept or "application/json" not in accept
 
 
 def _error(request: Request, status: int, message: str, detail: Any = None) -> Response:

@@ -22,6 +22,7 @@ from app.web import render
 from app.web.bank_api import embedder_for, question_or_404
 from app.web.bank_schemas import AutoAskIn, PromoteIn
 from app.web.deps import Ctx, Db, Steer
+from app.web.identity import author_of
 from question_bank import curation
 from question_bank.auto_ask import AutoAskMode, AutoAskPolicy, get_policy
 from question_bank.bank_file import LAYERS, TRIGGERS, BankFileError
@@ -224,7 +225,7 @@ async def promote_from_form(request: Request, ctx: Ctx) -> Response:
             "session_id": session_id, "intervention_id": message_id, "text": draft.text, "kind": draft.kind,
             "triggers": list(draft.triggers), "layers": list(draft.layers), "problem": draft.problem,
             "archs": list(draft.archs), "hypothesis": draft.hypothesis, "check": draft.check,
-            "promoted_by": str(form.get("promoted_by", "")) or "person",
+            "promoted_by": author_of(request, str(form.get("promoted_by", ""))),
         })
     except ValidationError as exc:
         errors = {".".join(str(x) for x in e["loc"]) or "form": str(e["msg"]) for e in exc.errors()}

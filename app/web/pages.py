@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from app.agents.claude_config import DEFAULT_MODEL
 from app.agents.registry import available_agents
 from app.agents.scripts import BUILTIN_SCRIPTS
-from app.audit.lineage import unified_diff
+from app.audit.diff_view import diff_rows
 from app.events import events_after
 from app.models import Candidate, Intervention
 from app.new_session import open_session
@@ -65,17 +65,22 @@ async def _dashboard(request: Request, form: dict[str, Any] | None = None, error
                 gpu=gpu)
 
 
+def form_number(form: dict[str, str], key: str, cast: type[int] | type[float]) -> Any:
+    """A form field as a number; None when empty; Invalid naming the field otherwise."""
+    raw = form.get(key, "").strip()
+    if not raw:
+        return None
+    try:
+        return cast(raw)
+    except ValueError as exc:
+        raise Invalid(f"{key.replace('_', ' ')}: {raw!r} is not a number", key) from exc
+
+
 def session_spec_from_form(form: dict[str, str], default_agent: str) -> SessionCreate:
     """The new-session form as a SessionCreate (raises ValidationError or Invalid)."""
 
     def number(key: str, cast: type[int] | type[float]) -> Any:
-        raw = form.get(key, "").strip()
-        if not raw:
-            return None
-        try:
-            return cast(raw)
-        except ValueError as exc:
-            raise Invalid(f"{key.replace('_', ' ')}: {raw!r} is not a number", key) from exc
+        return form_number(form, key, cast)
 
     thresholds: dict[str, Any] = {}
     for key, cast in (("plateau_window", int), ("suspicious_jump", float)):
@@ -83,6 +88,8 @@ def session_spec_from_form(form: dict[str, str], default_agent: str) -> SessionC
         if value is not None:
             thresholds[key] = value
     minutes = number("budget_minutes", float)
+    if minutes is not None and minutes <= 0:
+        raise Invalid(f"budget, minutes running: must be more than 0 minutes, not {minutes:g}", "budget_minutes")
     agent = form.get("agent") or default_agent
     return SessionCreate(
         title=form.get("title", ""),
@@ -155,7 +162,7 @@ async def candidate_page(request: Request, session_id: int, number: int) -> HTML
         c = candidate_by_number(db, session_id, number)
         parent = db.get(Candidate, c.parent_id) if c.parent_id else None
         evaluations = list(evaluations_of(db, c.id or 0))
-    diff = unified_diff(parent.source, c.source, f"#{parent.number}", f"#{c.number}") if parent else []
+    diff = diff_rows(parent.source, c.source) if parent else []
     return page(request, "candidate.html", s=view.session, c=c, parent=parent, evaluations=evaluations, diff=diff)
 
 

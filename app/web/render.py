@@ -12,6 +12,7 @@ from typing import Any
 from fastapi.templating import Jinja2Templates
 from sqlmodel import Session, col, select
 
+from app.audit.compare import PEER_MAX_AGE_S
 from app.events import LiveNote
 from app.models import BACKUP, DELIVERED, LEADER, PAUSED, REJECTED, Event, SteeringSession
 from app.sessions import SessionView, budget_of, budget_use, session_view
@@ -45,9 +46,16 @@ def _cached_peer_note(report: dict[str, Any]) -> str | None:
     from harness.report import EvaluationReport
 
     try:
-        return EvaluationReport.from_dict(report).cached_peer_note()
+        parsed = EvaluationReport.from_dict(report)
+        # Ages count from when the evaluation ran, not from now: an old trace is not "stale" today.
+        started = dt.datetime.fromisoformat(parsed.started_at).timestamp() if parsed.started_at else None
+        note = parsed.cached_peer_note(now=started)
     except (KeyError, TypeError, ValueError):  # an imported trace's report may be anything
         return None
+    stamps = [p.cached_at for r in parsed.scenarios for p in r.peers.values() if p.cached_at is not None]
+    if note and started is not None and stamps and started - min(stamps) > PEER_MAX_AGE_S:
+        note += "; some were past the 24 h limit (stale): the audit's peer columns leave those out"
+    return note
 
 
 def _pretty(v: Any) -> str:

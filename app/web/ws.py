@@ -26,6 +26,7 @@ from app.schemas import InterventionCreate
 from app.sessions import Conflict, Invalid, NotFound, get_session, pause, resume, send_message, stop
 from app.web import render
 from app.web.deps import Steering, get_ctx, get_runners
+from app.web.identity import author_of
 from app.web.security import same_origin, token_ok
 
 router = APIRouter()
@@ -121,15 +122,15 @@ async def _read_steering(websocket: WebSocket, steer: Steering, session_id: int)
             message = json.loads(raw)
             if not isinstance(message, dict):
                 raise ValueError("a steering message is a JSON object")
-            reply = handle_steering(steer, session_id, message)
+            reply = handle_steering(steer, session_id, message, author_of(websocket))
         except (ValidationError, Invalid, Conflict, InvalidTransition, NotFound, ValueError) as exc:
             reply = render.render("fragments/composer_status.html", error=True, message=_message(exc))
         await websocket.send_text(reply)
 
 
-def handle_steering(steer: Steering, session_id: int, message: dict[str, Any]) -> str:
+def handle_steering(steer: Steering, session_id: int, message: dict[str, Any], author: str = "person") -> str:
+    """`author`: the name this browser set (app/web/identity.py), else "person"."""
     action = message.get("action", "send")
-    author = "person"
     if action == "send":
         msg = InterventionCreate(
             text=str(message.get("text", "")), kind=message.get("kind", "question"),
