@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -52,14 +53,38 @@ def _setup_sqlite(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def private_dir(path: Path) -> None:
+    """Create `path` (and missing parents) readable by this user only (0700). An existing
+    directory is left as it is: it may be shared on purpose (the current directory)."""
+    missing = []
+    for folder in (path, *path.parents):
+        if folder.exists():
+            break
+        missing.append(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    for folder in missing:
+        os.chmod(folder, 0o700)
+
+
+def private_file(path: Path) -> None:
+    """The database file: its directory made as private_dir does, the file created 0600 (SQLite
+    gives its -wal and -shm files the same mode), an existing one narrowed to 0600."""
+    private_dir(path.parent)
+    if path.exists():
+        if path.stat().st_mode & 0o077:
+            os.chmod(path, 0o600)
+        return
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+
+
 def make_engine(url: str) -> Engine:
     """An engine for `url`; SQLite files get their directory created and the pragmas above."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         return create_engine(url, pool_pre_ping=True)
     database = parsed.database or ""
-    if database and database != ":memory:":
-        Path(database).parent.mkdir(parents=True, exist_ok=True)
+    if database and database != ":memory:" and not database.startswith("file:"):
+        private_file(Path(database))
     # The runner and request handlers share connections across threads (evaluation threads
     # never write, but the pool may hand a connection to another thread than its creator).
     engine = create_engine(url, connect_args={"check_same_thread": False})

@@ -28,7 +28,9 @@ SEQ = re.compile(r'class="event[^"]*" data-seq="(\d+)"')
 
 
 def settings_for(data_dir: Path, **overrides: Any) -> Settings:
-    return Settings(**{"data_dir": data_dir, "allow_python_candidates": True, **overrides})
+    # "testserver": the Host that Starlette's TestClient sends (app/web/hosts.py answers only known names).
+    return Settings(**{"data_dir": data_dir, "allow_python_candidates": True, "allowed_hosts": ("testserver",),
+                       **overrides})
 
 
 @contextmanager

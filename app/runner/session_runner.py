@@ -42,6 +42,7 @@ from app.agents.registry import make_agent
 from app.agents.toolset import RUNNER_WORKSPACE_TOOLS
 from app.context import ServerContext
 from app.events import LiveNote, Unit
+from app.kernel_names import kernel_path, kernel_source
 from app.models import (
     CUDA,
     DONE,
@@ -437,7 +438,8 @@ class SessionRunner:
     def _baseline(self) -> ev.Implementation:
         with self.ctx.unit() as u:
             session = get_session(u.db, self.session_id)
-            return ev.Implementation(session.candidate_kind, session.baseline, "baseline")
+            ref = session.baseline if session.candidate_kind == PYTHON_CPU else str(kernel_path(session.baseline))
+            return ev.Implementation(session.candidate_kind, ref, "baseline")
 
     def _leader_implementation(self) -> ev.Implementation:
         with self.ctx.unit() as u:
@@ -469,8 +471,7 @@ class SessionRunner:
         if session.candidate_kind == PYTHON_CPU:
             baseline_source = session.baseline
         else:
-            path = ev.resolve_path(session.baseline)
-            baseline_source = path.read_text() if path.is_file() else ""
+            baseline_source = kernel_source(session.baseline) or ""
         visible = [s.to_dict() for s in self._scenarios(session) if not s.hidden]
         return Task(session.problem, session.candidate_kind,
                     goals.describe(session.goal_metric, session.goal_target), baseline_source, visible,

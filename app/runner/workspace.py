@@ -22,6 +22,7 @@ from app.agents.toolset import (
     EditError,
     apply_edit,
 )
+from app.kernel_names import kernel_source
 from app.models import DELIVERED, PYTHON_CPU, Candidate, SteeringSession
 from app.runner import evaluation as ev
 from app.sessions import candidates_of, get_session, interventions_of
@@ -53,8 +54,7 @@ class Draft:
 def _baseline_source(session: SteeringSession) -> str:
     if session.candidate_kind == PYTHON_CPU:
         return session.baseline
-    path = ev.resolve_path(session.baseline)
-    return path.read_text() if path.is_file() else ""
+    return kernel_source(session.baseline) or ""
 
 
 def load_draft(runner: SessionRunner, session: SteeringSession, leader: Candidate | None) -> Draft:

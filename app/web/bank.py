@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session, col, select
 
 from app.models import Intervention, SteeringSession, Trigger
+from app.schemas import InputModel
 from app.sessions import Invalid, NotFound, get_session
 from app.web import render
 from app.web.api import Ctx, Db
@@ -37,7 +38,7 @@ RECENT_MESSAGES = 30  # messages from sessions offered for promotion on the bank
 # -- schemas -------------------------------------------------------------------------------
 
 
-class QuestionIn(BaseModel):
+class QuestionIn(InputModel):
     model_config = ConfigDict(extra="forbid")
 
     text: str = Field(max_length=2000)
@@ -55,7 +56,7 @@ class QuestionIn(BaseModel):
         return curation.QuestionDraft(**self.model_dump())
 
 
-class QuestionPatch(BaseModel):
+class QuestionPatch(InputModel):
     model_config = ConfigDict(extra="forbid")
 
     text: str | None = Field(None, max_length=2000)
@@ -97,14 +98,14 @@ class QuestionPublic(BaseModel):
     reasons: list[str] = []
 
 
-class MergeIn(BaseModel):
+class MergeIn(InputModel):
     model_config = ConfigDict(extra="forbid")
 
     keep_id: int
     duplicate_ids: list[int] = Field(min_length=1)
 
 
-class PromoteIn(BaseModel):
+class PromoteIn(InputModel):
     """A message sent in a session, into the bank. Text and kind default to the message's own."""
 
     model_config = ConfigDict(extra="forbid")
@@ -151,7 +152,7 @@ class EvidencePublic(BaseModel):
     unbanked: list[EvidenceRowPublic]
 
 
-class AutoAskIn(BaseModel):
+class AutoAskIn(InputModel):
     model_config = ConfigDict(extra="forbid")
 
     mode: Literal["off", "after_idle", "at_once"]
@@ -172,7 +173,7 @@ class AutoAskPublic(BaseModel):
                    max_in_a_row=policy.max_in_a_row, description=policy.describe())
 
 
-class ConsultIn(BaseModel):
+class ConsultIn(InputModel):
     """The agent's tool over HTTP (for external agents): a situation in, a few questions out."""
 
     model_config = ConfigDict(extra="forbid")
