@@ -118,7 +118,7 @@ def live_server(data_dir: Path, *args: str, env: dict[str, str] | None = None) -
     port = free_port()
     # The log goes to a file, not a pipe: nobody reads a pipe while the server runs, and a full
     # one (a few hundred access-log lines) would block the server.
-    log = tempfile.TemporaryFile(mode="w+")
+    log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed in the finally below)
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--data-dir", str(data_dir), *args],
         cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT, text=True,

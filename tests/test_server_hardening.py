@@ -8,10 +8,14 @@ import json
 import logging
 import os
 import stat
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
@@ -22,7 +26,7 @@ from app.events import EventHub, Unit
 from app.kernel_names import kernel_names
 from app.models import SteeringSession
 from app.web.security import RedactTokens
-from tests.server_support import CPU, cpu_session, running_app
+from tests.server_support import CPU, cpu_session, free_port, running_app
 
 ROOT = Path(__file__).resolve().parent.parent
 BIG = 2**63  # one past the largest id SQLite holds
@@ -254,7 +258,8 @@ def test_a_trace_is_checked_against_the_apis_own_rules(client: TestClient) -> No
         "runner_state": (deep_object(40), "nested"),
     }
     for field, (value, message) in bad.items():
-        r = upload(client, tiny_trace(**{field: value, "title": f"bad {field}"} if field != "title" else {field: value}))
+        fields = {"title": f"bad {field}", field: value}
+        r = upload(client, tiny_trace(**fields))
         assert r.status_code == 422, (field, r.status_code)
         assert message in r.text.replace("&#39;", "'"), (field, r.text[-800:])
     deep = tiny_trace().replace('"runner_state": {}', '"runner_state": ' + "[" * 50_000 + "]" * 50_000)
@@ -388,3 +393,37 @@ def test_python_targets_stay_module_function_names(client: TestClient) -> None:
                                            "candidate_kind": "python-cpu", "baseline": "/etc/passwd"})
     assert r.status_code == 422
     assert cpu_session(client, [{"say": "hi"}], start=False, baseline=f"{CPU}:correct_10ms")["id"] == 1
+
+
+def test_a_real_server_never_logs_the_token(tmp_path: Path) -> None:
+    """uvicorn's access and websocket logs, from `socratic serve` itself."""
+    from websockets.sync.client import connect
+
+    port = free_port()
+    log_path = tmp_path / "serve.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--token",
+                                 "s3cret-token", "--data-dir", str(tmp_path / "data")],
+                                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True)
+        try:
+            base = f"http://127.0.0.1:{port}"
+            auth = {"Authorization": "Bearer s3cret-token"}
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    if httpx.get(f"{base}/api/health?token=s3cret-token", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.2)
+            r = httpx.post(f"{base}/api/sessions", headers=auth,
+                           json={"title": "t", "agent": "offline", "candidate_kind": "cuda", "start": False})
+            assert r.status_code == 201, r.text
+            assert httpx.get(f"{base}/api/sessions?token=s3cret-token").status_code == 401
+            with connect(f"ws://127.0.0.1:{port}/ws/sessions/1?after=0&token=s3cret-token") as ws:
+                assert "session-header" in str(ws.recv(timeout=30))
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    text = log_path.read_text()
+    assert "/ws/sessions/1?after=0&token=[redacted]" in text and "/api/health?token=[redacted]" in text, text
+    assert "s3cret-token" not in text

@@ -23,7 +23,16 @@ from sqlmodel import Session, SQLModel, select
 
 from app.audit.models import ID_KINDS, TraceImport
 from app.audit.record import AuditRecord, load_record
-from app.limits import MAX_DEPTH, LimitError, human_bytes, check_float, check_int, check_json_value, check_text, parse_json
+from app.limits import (
+    MAX_DEPTH,
+    LimitError,
+    check_float,
+    check_int,
+    check_json_value,
+    check_text,
+    human_bytes,
+    parse_json,
+)
 from app.models import CUDA, PYTHON_CPU, Candidate, Evaluation, Event, Intervention, SteeringSession, Trigger, utcnow
 from app.runner.states import TRANSITIONS
 from app.schemas import BudgetIn, ScenarioIn, SessionUpdate, ThresholdsIn
@@ -199,6 +208,8 @@ def _check_json(spec: RowSpec, name: str, value: Any, where: str) -> Any:
     except LimitError as exc:
         raise TraceFormatError(f"{where}: {exc}") from exc
     annotation = spec.model.model_fields[name].annotation
+    if annotation is None:
+        return value
     try:
         return TypeAdapter(annotation).validate_python(value, strict=True)
     except ValidationError as exc:
