@@ -187,6 +187,7 @@ class _Validator:
 TRIGGERS = tuple(t.value for t in Trigger)
 LAYERS = tuple(layer.value for layer in Layer)
 MAX_NESTING = 16  # mappings and lists inside each other
+MAX_FILE_BYTES = 2 * 1024 * 1024  # the starter bank is ~40 KB
 KINDS = tuple(k.value for k in Kind)
 STATUSES = tuple(s.value for s in Status)
 
@@ -339,7 +340,11 @@ def _parse_question(v: _Validator, node: Node, index: int, defaults: dict[str, A
 
 def load_bank_file(path: Path) -> list[QuestionSpec]:
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)
+        if len(raw) > MAX_FILE_BYTES:
+            raise BankFileError(str(path), [BankFileIssue(0, f"the file is larger than {MAX_FILE_BYTES} bytes")])
+        text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise BankFileError(str(path), [BankFileIssue(0, f"cannot read the file: {exc}")]) from exc
     return parse_bank_text(text, str(path))

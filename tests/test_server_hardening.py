@@ -312,6 +312,18 @@ def test_the_cli_refuses_the_same_trace_twice_and_an_oversized_one(tmp_path: Pat
         del os.environ["SOCRATIC_TRACE_MAX_BYTES"]
 
 
+def test_the_bank_cli_refuses_oversized_deep_and_aliased_files(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    db = ["--db", str(tmp_path / "bank.db")]
+    cases = {"big.yaml": ("questions: []\n" + "#" * (3 * 1024 * 1024), "larger than"),
+             "deep.yaml": ("questions: " + "[" * 50_000 + "]" * 50_000, "nested more than"),
+             "alias.yaml": ("questions: &q [*q]\n", "aliases")}
+    for name, (text, message) in cases.items():
+        (tmp_path / name).write_text(text)
+        assert socratic(["bank", "import", str(tmp_path / name), *db]) == 1
+        assert message in capsys.readouterr().err, name
+
+
 # -- the token, the cookie, the files -------------------------------------------------------
 
 

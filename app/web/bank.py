@@ -21,7 +21,7 @@ from app.web import render
 from app.web.api import Ctx, Db
 from question_bank import agent_tool, curation
 from question_bank.auto_ask import AutoAskMode, AutoAskPolicy, get_policy, set_policy
-from question_bank.bank_file import LAYERS, TRIGGERS, BankFileError
+from question_bank.bank_file import LAYERS, MAX_FILE_BYTES, TRIGGERS, BankFileError
 from question_bank.evidence import EvidenceStats, evidence_table, question_evidence
 from question_bank.models import PAUSE_TRIGGERS, BankQuestion, BankUse, Kind, Status, normalize_text
 from question_bank.search import search
@@ -31,7 +31,7 @@ from question_bank.store import export_bank_text, get_question, import_bank_text
 api_router = APIRouter(prefix="/api", tags=["bank"])
 pages_router = APIRouter(include_in_schema=False)
 
-MAX_IMPORT_BYTES = 2 * 1024 * 1024
+MAX_IMPORT_BYTES = MAX_FILE_BYTES  # question_bank/bank_file.py: the CLI reads the same at most
 RECENT_MESSAGES = 30  # messages from sessions offered for promotion on the bank page
 
 

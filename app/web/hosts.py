@@ -45,18 +45,29 @@ def origin_allowed(headers: Headers) -> bool:
     return urlsplit(origin).netloc.lower() == headers.get("host", "").lower()
 
 
-class HostOriginGuard:
-    """ASGI middleware: 421 for a Host this server does not answer to, 403 for a foreign
-    Origin on a state-changing request or a websocket."""
+class ConnectionMiddleware:
+    """An ASGI middleware that looks at HTTP requests and websockets (`handle`) and passes
+    everything else (lifespan) through."""
 
     def __init__(self, app: ASGIApp, settings: Settings) -> None:
         self.app = app
         self.settings = settings
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket"):
+        if scope["type"] in ("http", "websocket"):
+            await self.handle(scope, receive, send)
+        else:
             await self.app(scope, receive, send)
-            return
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raise NotImplementedError
+
+
+class HostOriginGuard(ConnectionMiddleware):
+    """421 for a Host this server does not answer to, 403 for a foreign Origin on a
+    state-changing request or a websocket."""
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = Headers(scope=scope)
         websocket = scope["type"] == "websocket"
         if not host_allowed(self.settings, headers.get("host")):

@@ -8,10 +8,11 @@ from __future__ import annotations
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from app.limits import INT64_MAX, MAX_DEPTH, human_bytes, json_depth_ok
 from app.settings import Settings
+from app.web.hosts import ConnectionMiddleware
 
 TRACE_UPLOAD_PATHS = ("/traces/import",)
 FORM_OVERHEAD = 64 * 1024  # multipart framing around an uploaded trace; the route checks the file itself
@@ -31,15 +32,8 @@ def id_out_of_range(path: str) -> bool:
     return any(part.isdigit() and len(part) > 18 and int(part) > INT64_MAX for part in path.split("/"))
 
 
-class InputLimits:
-    def __init__(self, app: ASGIApp, settings: Settings) -> None:
-        self.app = app
-        self.settings = settings
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket"):
-            await self.app(scope, receive, send)
-            return
+class InputLimits(ConnectionMiddleware):
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
         if id_out_of_range(path):
             if scope["type"] == "websocket":
