@@ -18,8 +18,9 @@ from sqlmodel import col, select
 from app.db import Database, alembic_config, load_models
 from app.events import EventHub, Unit
 from app.models import Event, SteeringSession
+from app.new_session import create_session
 from app.schemas import SessionCreate
-from app.sessions import create_session, get_session
+from app.sessions import get_session
 from tests.server_support import settings_for
 
 
