@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import json
 import math
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +22,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlmodel import Session, SQLModel, create_engine
 
+from app.limits import INT32_MAX, INT64_MAX
 from app.settings import Settings
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
@@ -56,6 +58,30 @@ def _setup_sqlite(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def private_dir(path: Path) -> None:
+    """Create `path` (and missing parents) readable by this user only (0700). An existing
+    directory is left as it is: it may be shared on purpose (the current directory)."""
+    missing = []
+    for folder in (path, *path.parents):
+        if folder.exists():
+            break
+        missing.append(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    for folder in missing:
+        os.chmod(folder, 0o700)
+
+
+def private_file(path: Path) -> None:
+    """The database file: its directory made as private_dir does, the file created 0600 (SQLite
+    gives its -wal and -shm files the same mode), an existing one narrowed to 0600."""
+    private_dir(path.parent)
+    if path.exists():
+        if path.stat().st_mode & 0o077:
+            os.chmod(path, 0o600)
+        return
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+
+
 def engine_url(url: str) -> URL:
     """`url` with its driver: a plain postgresql:// URL means psycopg 3 (the pinned driver;
     SQLAlchemy would otherwise look for psycopg2)."""
@@ -63,6 +89,12 @@ def engine_url(url: str) -> URL:
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     return parsed
+
+
+def largest_integer(backend: str) -> int:
+    """The largest value the integer columns (ids, sequence numbers, token counts) hold on
+    `backend` ("sqlite", "postgresql"): a number beyond it matches no row."""
+    return INT32_MAX if backend == "postgresql" else INT64_MAX
 
 
 NONFINITE_KEY = "__float__"  # {"__float__": "inf"}: how PostgreSQL's JSON holds inf and NaN
@@ -103,8 +135,8 @@ def make_engine(url: str) -> Engine:
         return create_engine(parsed, pool_pre_ping=True, json_serializer=json_dumps,
                              json_deserializer=json_loads)
     database = parsed.database or ""
-    if database and database != ":memory:":
-        Path(database).parent.mkdir(parents=True, exist_ok=True)
+    if database and database != ":memory:" and not database.startswith("file:"):
+        private_file(Path(database))
     # The runner and request handlers share connections across threads (evaluation threads
     # never write, but the pool may hand a connection to another thread than its creator).
     engine = create_engine(url, connect_args={"check_same_thread": False})

@@ -16,7 +16,7 @@ from sqlalchemy import update
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select
 
-from app.db import Database
+from app.db import Database, largest_integer
 from app.models import Event, SteeringSession, utcnow
 
 
@@ -127,7 +127,10 @@ class Unit:
 
 
 def events_after(db: Session, session_id: int, after: int, limit: int | None = None) -> Sequence[Event]:
-    """Events of a session with seq > after, oldest first."""
+    """Events of a session with seq > after, oldest first (none past the largest number the
+    database's integer column holds: PostgreSQL would refuse to compare with it)."""
+    if after >= largest_integer(db.get_bind().dialect.name):
+        return []
     query = (
         select(Event).where(Event.session_id == session_id, col(Event.seq) > after)
         .order_by(col(Event.seq))

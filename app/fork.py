@@ -9,28 +9,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field, ValidationError
 from sqlmodel import Session, col, select
 
 from app.events import Unit
-from app.models import EVALUATED, LEADER, Candidate, Evaluation, Event, SteeringSession
+from app.models import BACKUP, EVALUATED, LEADER, Candidate, Evaluation, Event, SteeringSession
 from app.new_session import create_session, refuse_unavailable
-from app.schemas import BudgetIn, ScenarioIn, SessionCreate, ThresholdsIn
-from app.sessions import NotFound, get_session, start
+from app.schemas import MAX_GOAL, BudgetIn, InputModel, ScenarioIn, SessionCreate, ThresholdsIn
+from app.sessions import Invalid, NotFound, get_session, start
 from app.settings import Settings
 
 FORKED = "forked"
 
 
-class ForkCreate(BaseModel):
-    """What a fork may change; everything left out is copied from the source session."""
-
-    model_config = ConfigDict(extra="forbid")
+class ForkCreate(InputModel):
+    """What a fork may change; everything left out is copied from the source session (checked
+    against the same limits as every other input: app/schemas.py's InputModel)."""
 
     title: str | None = Field(default=None, min_length=1, max_length=200)
-    agent: str | None = Field(default=None, min_length=1)
+    agent: str | None = Field(default=None, min_length=1, max_length=80)
     agent_config: dict[str, Any] | None = None
-    goal_target: float | None = Field(default=None, gt=0)
+    goal_target: float | None = Field(default=None, gt=0, le=MAX_GOAL)
     thresholds: ThresholdsIn | None = None
     budget: BudgetIn | None = None
     start: bool = True
@@ -46,7 +45,7 @@ def fork_spec(source: SteeringSession, candidate: Candidate, change: ForkCreate)
     budget = change.budget or BudgetIn(steps=source.budget_steps, tokens=source.budget_tokens,
                                        cost_usd=source.budget_cost_usd, seconds=source.budget_seconds)
     return SessionCreate(
-        title=change.title or f"{source.title} · fork of #{candidate.number}",
+        title=change.title or f"{source.title[:180]} · fork of #{candidate.number}",
         agent=change.agent or source.agent,
         agent_config=change.agent_config if change.agent_config is not None else dict(source.agent_config),
         candidate_kind=source.candidate_kind,  # type: ignore[arg-type]
@@ -71,13 +70,22 @@ def fork_session(unit: Unit, settings: Settings, session_id: int, number: int, c
                  author: str) -> SteeringSession:
     """Create (and, unless asked not to, start) the fork. Raises NotFound, Invalid."""
     source, c = source_candidate(unit.db, session_id, number)
-    spec = fork_spec(source, c, change)
+    if c.status != EVALUATED or c.speedup is None or c.verdict not in (LEADER, BACKUP):
+        # Only a candidate the judge found correct can lead from the start; the others' code is
+        # one read_candidate away in the source session's audit.
+        raise Invalid(f"candidate #{number} of session {session_id} cannot start a fork: it is "
+                      f"{c.verdict or c.status}, not a correct evaluated candidate (leader or backup)")
+    try:
+        spec = fork_spec(source, c, change)
+    except ValidationError as exc:  # a source imported or made under older rules
+        raise Invalid(f"session {session_id}'s settings cannot be copied into a new session: "
+                      f"{exc.errors()[0].get('msg', exc)}") from exc
     refuse_unavailable(spec, settings)
     session = create_session(unit, spec, settings)
     seed = Candidate(session_id=session.id or 0, number=1, author=c.author, kind=c.kind,
                      title=c.title, notes=c.notes, source=c.source, status=EVALUATED, verdict=LEADER,
                      verdict_reason=f"forked from session {session_id} candidate #{number} "
-                                    f"(there: {c.verdict or c.status})",
+                                    f"(there: {c.verdict})",
                      speedup=c.speedup, visible_speedup=c.visible_speedup, passed=c.passed,
                      scenario_count=c.scenario_count, flags=list(c.flags))
     unit.db.add(seed)

@@ -31,7 +31,8 @@ def validate_new_session(spec: SessionCreate, settings: Settings) -> NewSession:
     from app.agents.registry import agent_info, available_agents, validate_agent_config
     from app.agents.scripted import resolve_script
     from app.agents.scripts import BUILTIN_SCRIPTS
-    from app.runner.evaluation import PYTHON_TARGET, resolve_path
+    from app.kernel_names import BASELINE, UnknownKernel, kernel_path
+    from app.runner.evaluation import PYTHON_TARGET
 
     agent = spec.agent or default_agent(spec.agent_config, settings)
     spec = spec.model_copy(update={"agent": agent})
@@ -63,9 +64,11 @@ def validate_new_session(spec: SessionCreate, settings: Settings) -> NewSession:
         if not baseline or not PYTHON_TARGET.match(baseline):
             raise Invalid("a python-cpu session needs a baseline given as module:function", "baseline")
     else:
-        baseline = baseline or "kernels/attention/baseline.cu"
-        if not resolve_path(baseline).is_file():
-            raise Invalid(f"the baseline kernel does not exist: {baseline}", "baseline")
+        baseline = baseline or BASELINE
+        try:
+            kernel_path(baseline, "baseline")
+        except UnknownKernel as exc:
+            raise Invalid(str(exc), "baseline") from exc
     scenarios = [s.model_dump() for s in spec.scenarios] if spec.scenarios else None
     if scenarios:
         from harness.scenario import Scenario

@@ -7,14 +7,36 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from app.limits import INT32_MAX, MAX_DEPTH, check_json_value
 from app.steering.goal import GOAL_METRICS
 from app.steering.triggers import Thresholds
 
+# Upper bounds that keep every number inside what the database and the runner handle.
+MAX_STEPS = 1_000_000
+MAX_TOKENS = INT32_MAX  # an INTEGER column, 32 bits on PostgreSQL
+MAX_COST_USD = 1_000_000.0
+MAX_SECONDS = 365 * 24 * 3600.0
+MAX_GOAL = 10_000.0  # a speedup
+MAX_CONFIG_TEXT = 1_000_000  # characters in one text of agent_config (a script's inline kernel source)
 
-class ThresholdsIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+
+class InputModel(BaseModel):
+    """What clients send: unknown fields refused, only finite numbers, and before any field is
+    looked at the whole input is checked against app/limits.py (no NUL, nesting at most
+    MAX_DEPTH deep, integers of 64 bits, texts of bounded length)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _within_limits(cls, data: Any) -> Any:
+        check_json_value(data, cls.__name__, max_depth=MAX_DEPTH, max_text=MAX_CONFIG_TEXT)
+        return data
+
+
+class ThresholdsIn(InputModel):
 
     plateau_window: int = Field(default=Thresholds.plateau_window, ge=1, le=1000)
     plateau_min_gain: float = Field(default=Thresholds.plateau_min_gain, ge=0, le=10)
@@ -24,25 +46,21 @@ class ThresholdsIn(BaseModel):
     declared_limit_words: bool = Thresholds.declared_limit_words
 
 
-class BudgetIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    steps: int | None = Field(default=None, ge=1, description="agent steps")
-    tokens: int | None = Field(default=None, ge=1)
-    cost_usd: float | None = Field(default=None, gt=0)
-    seconds: float | None = Field(default=None, gt=0, description="running time, pauses excluded")
+class BudgetIn(InputModel):
+    steps: int | None = Field(default=None, ge=1, le=MAX_STEPS, description="agent steps")
+    tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    cost_usd: float | None = Field(default=None, gt=0, le=MAX_COST_USD)
+    seconds: float | None = Field(default=None, gt=0, le=MAX_SECONDS, description="running time, pauses excluded")
 
 
-class ScenarioIn(BaseModel):
+class ScenarioIn(InputModel):
     """A custom scenario (python-cpu sessions use small ones)."""
 
-    model_config = ConfigDict(extra="forbid")
-
     name: str = Field(min_length=1, max_length=120)
-    category: str = "custom"
+    category: str = Field(default="custom", max_length=40)
     batch: int = Field(ge=1, le=65535)
-    seqlen_q: int = Field(ge=1)
-    seqlen_k: int = Field(ge=1)
+    seqlen_q: int = Field(ge=1, le=1 << 20)
+    seqlen_k: int = Field(ge=1, le=1 << 20)
     heads_q: int = Field(ge=1, le=65535)
     heads_kv: int = Field(ge=1, le=65535)
     head_dim: int = Field(ge=1, le=1024)
@@ -51,11 +69,9 @@ class ScenarioIn(BaseModel):
     softmax_scale: float | None = Field(default=None, gt=0, description="trial 1's scale; null: head_dim^-0.5")
 
 
-class SessionCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class SessionCreate(InputModel):
     title: str = Field(min_length=1, max_length=200)
-    agent: str | None = Field(default=None, min_length=1,
+    agent: str | None = Field(default=None, min_length=1, max_length=80,
                        description="a registered agent backend; when left out: scripted if agent_config names a "
                                    "script or steps, else claude with ANTHROPIC_API_KEY set, else offline")
     agent_config: dict[str, Any] = Field(
@@ -65,11 +81,16 @@ class SessionCreate(BaseModel):
     candidate_kind: Literal["cuda", "python-cpu"] | None = Field(
         default=None, description="default: the script's kind, else cuda"
     )
-    baseline: str | None = Field(default=None, description="a .cu path, or module:function for python-cpu")
-    suite_filter: str | None = Field(default=None, description="harness --filter expression over the default suite")
-    scenarios: list[ScenarioIn] | None = Field(default=None, min_length=1, description="custom scenarios")
-    goal_metric: str = "vs_baseline"
-    goal_target: float | None = Field(default=None, gt=0, description="stop when the leader's geomean reaches this")
+    baseline: str | None = Field(default=None, max_length=200,
+                                 description="a kernel the server lists by name (`baseline`, `gallery/NAME`: "
+                                             "app/kernel_names.py), never a path; module:function for python-cpu")
+    suite_filter: str | None = Field(default=None, max_length=1000,
+                                     description="harness --filter expression over the default suite")
+    scenarios: list[ScenarioIn] | None = Field(default=None, min_length=1, max_length=256,
+                                               description="custom scenarios")
+    goal_metric: str = Field(default="vs_baseline", max_length=40)
+    goal_target: float | None = Field(default=None, gt=0, le=MAX_GOAL,
+                                      description="stop when the leader's geomean reaches this")
     thresholds: ThresholdsIn = Field(default_factory=ThresholdsIn)
     budget: BudgetIn = Field(default_factory=BudgetIn)
     start: bool = Field(default=True, description="start running at once")
@@ -89,20 +110,16 @@ class SessionCreate(BaseModel):
         return v
 
 
-class SessionUpdate(BaseModel):
+class SessionUpdate(InputModel):
     """Change a session's budgets, thresholds or goal (e.g. raise a spent budget)."""
 
-    model_config = ConfigDict(extra="forbid")
-
     title: str | None = Field(default=None, min_length=1, max_length=200)
-    goal_target: float | None = Field(default=None, gt=0)
+    goal_target: float | None = Field(default=None, gt=0, le=MAX_GOAL)
     thresholds: ThresholdsIn | None = None
     budget: BudgetIn | None = None
 
 
-class InterventionCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class InterventionCreate(InputModel):
     text: str = Field(min_length=1, max_length=10_000)
     kind: Literal["question", "information"] = "question"
     mode: Literal["steer", "queue"] = "steer"
@@ -117,9 +134,7 @@ class InterventionCreate(BaseModel):
         return v.strip()
 
 
-class ActionIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ActionIn(InputModel):
     author: str = Field(default="person", min_length=1, max_length=80)
     reason: str = Field(default="", max_length=2000)
 

@@ -54,8 +54,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     where = f"cluster {settings.cluster}" if settings.cluster else "this machine"
     print(f"Socratic on http://{shown}:{settings.port}  (database {shown_url(settings.database_url)}; evaluations on "
           f"{where})", file=sys.stderr)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
-                ws="auto", timeout_graceful_shutdown=10)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=settings.log_level,
+                            ws="auto", timeout_graceful_shutdown=10)
+    from app.web.security import install_log_redaction
+
+    install_log_redaction()  # after uvicorn configured its loggers: no `?token=` reaches a log
+    uvicorn.Server(config).run()
     return 0
 
 

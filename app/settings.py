@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
+import socket
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +84,23 @@ class Settings(BaseSettings):
         description="address of a Dask cluster of GPU workers (tcp://host:8786, docs/harness.md): evaluations are "
                     "sharded over its GPUs, one candidate per GPU at a time; unset: this machine's GPU",
     )
+    allowed_hosts: tuple[str, ...] = Field(
+        default=(),
+        description="host names (the Host header without port) the server answers to besides loopback and "
+                    "the bound address, as a JSON list, e.g. [\"gpu1.example.org\"]; \"*\" answers any Host "
+                    "(then only the token protects it). Other Hosts get 421 (DNS rebinding)",
+    )
+    request_max_bytes: int = Field(
+        default=2 * 1024 * 1024, ge=1024, le=1024**3,
+        description="largest request body (413 beyond); trace uploads have their own limit",
+    )
+    trace_max_bytes: int = Field(
+        default=8 * 1024 * 1024, ge=1024, le=1024**3,
+        description="largest trace file that `trace import` and the import page accept (413 beyond)",
+    )
+    login_attempts_per_minute: int = Field(
+        default=10, ge=1, le=10_000, description="wrong tokens /login accepts per client address a minute (429 then)"
+    )
     log_level: str = Field(default="info", description="uvicorn log level")
     bank_semantic_search: bool = Field(
         default=True, description="question bank search by meaning too, when the packaged embedding model "
@@ -95,6 +115,17 @@ class Settings(BaseSettings):
                 "(or --token) to a secret, or bind to 127.0.0.1"
             )
         return self
+
+    @cached_property
+    def allowed_host_names(self) -> frozenset[str]:
+        """Host names requests may carry (loopback addresses are always accepted too)."""
+        names = set(LOOPBACK_NAMES) | {h.strip().lower() for h in self.allowed_hosts if h.strip()}
+        host = self.host.strip("[]").lower()
+        if host in ("0.0.0.0", "::", ""):  # a wildcard bind answers on every address of the machine
+            names |= _machine_names()
+        else:
+            names.add(host)
+        return frozenset(names)
 
     @property
     def default_agent(self) -> str:
@@ -136,3 +167,11 @@ class Settings(BaseSettings):
     def sources_dir(self) -> Path:
         """Candidate sources are written here before the harness compiles them."""
         return self.data_dir / "candidates"
+
+
+def _machine_names() -> set[str]:
+    """This machine's name, full name and addresses: what clients of a wildcard bind use."""
+    names = {socket.gethostname().lower(), socket.getfqdn().lower()}
+    with contextlib.suppress(OSError):
+        names |= set(socket.gethostbyname_ex(socket.gethostname())[2])
+    return names

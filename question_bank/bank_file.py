@@ -114,6 +114,9 @@ class _Validator:
         if not isinstance(value, str):
             self.error(node, f"{what} must be text, got {value!r}")
             return None
+        if "\x00" in value:
+            self.error(node, f"{what} contains a NUL character")
+            return None
         value = " ".join(value.split())  # folded prose: line breaks in the file mean nothing
         if required and not value:
             self.error(node, f"{what} must not be empty")
@@ -183,14 +186,36 @@ class _Validator:
 
 TRIGGERS = tuple(t.value for t in Trigger)
 LAYERS = tuple(layer.value for layer in Layer)
+MAX_NESTING = 16  # mappings and lists inside each other
+MAX_FILE_BYTES = 2 * 1024 * 1024  # the starter bank is ~40 KB
 KINDS = tuple(k.value for k in Kind)
 STATUSES = tuple(s.value for s in Status)
+
+
+def _check_shape(text: str, source: str) -> None:
+    """Refuse a file nested deeper than MAX_NESTING or using aliases (`*name`: a bank never needs
+    them, and they let a small file stand for a huge one), from PyYAML's event stream, which is
+    read without recursion."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent):
+            line = int(event.start_mark.line) + 1 if event.start_mark else 0
+            raise BankFileError(source, [BankFileIssue(line, "aliases (*name) are not accepted in a bank file")])
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_NESTING:
+                line = int(event.start_mark.line) + 1 if event.start_mark else 0
+                raise BankFileError(source, [BankFileIssue(
+                    line, f"nested more than {MAX_NESTING} levels deep (a bank file needs 4)")])
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
 
 
 def parse_bank_text(text: str, source: str = "<bank>") -> list[QuestionSpec]:
     """Parse and validate a whole bank file. Raises BankFileError listing every problem."""
     v = _Validator()
     try:
+        _check_shape(text, source)  # before compose, whose recursion a deep file would exhaust
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -315,7 +340,11 @@ def _parse_question(v: _Validator, node: Node, index: int, defaults: dict[str, A
 
 def load_bank_file(path: Path) -> list[QuestionSpec]:
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)
+        if len(raw) > MAX_FILE_BYTES:
+            raise BankFileError(str(path), [BankFileIssue(0, f"the file is larger than {MAX_FILE_BYTES} bytes")])
+        text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise BankFileError(str(path), [BankFileIssue(0, f"cannot read the file: {exc}")]) from exc
     return parse_bank_text(text, str(path))

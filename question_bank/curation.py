@@ -91,6 +91,9 @@ class QuestionDraft:
         for name in ("hypothesis", "check", "provenance"):
             if len(getattr(self, name)) > MAX_TEXT:
                 errors[name] = f"is longer than {MAX_TEXT} characters"
+        for name in ("text", "hypothesis", "check", "provenance", "problem", "key"):
+            if "\x00" in (getattr(self, name) or ""):
+                errors[name] = "contains a NUL character"
         return errors
 
 

@@ -9,6 +9,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -28,7 +29,9 @@ SEQ = re.compile(r'class="event[^"]*" data-seq="(\d+)"')
 
 
 def settings_for(data_dir: Path, **overrides: Any) -> Settings:
-    return Settings(**{"data_dir": data_dir, "allow_python_candidates": True, **overrides})
+    # "testserver": the Host that Starlette's TestClient sends (app/web/hosts.py answers only known names).
+    return Settings(**{"data_dir": data_dir, "allow_python_candidates": True, "allowed_hosts": ("testserver",),
+                       **overrides})
 
 
 @contextmanager
@@ -113,10 +116,12 @@ def live_server(data_dir: Path, *args: str, env: dict[str, str] | None = None) -
     """`socratic serve` in its own process on a free loopback port; yields the base URL once
     /api/health answers, and stops the server afterwards."""
     port = free_port()
+    # The log goes to a file, not a pipe: nobody reads a pipe while the server runs, and a full
+    # one (a few hundred access-log lines) would block the server.
+    log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed in the finally below)
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--data-dir", str(data_dir), *args],
-        cwd=ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True,
+        cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT, text=True,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -128,7 +133,8 @@ def live_server(data_dir: Path, *args: str, env: dict[str, str] | None = None) -
             except httpx.HTTPError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                out = proc.stdout.read() if proc.stdout else ""
+                log.seek(0)
+                out = log.read()
                 raise RuntimeError(f"the server did not start:\n{out}")
             time.sleep(0.2)
         yield base
@@ -138,3 +144,4 @@ def live_server(data_dir: Path, *args: str, env: dict[str, str] | None = None) -
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+        log.close()

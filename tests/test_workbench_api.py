@@ -46,6 +46,18 @@ def test_fork_a_live_session_from_a_candidate_with_a_named_author(tmp_path: Path
         client.post(f"/api/sessions/{source['id']}/stop")
 
 
+def test_only_a_candidate_the_judge_found_correct_can_start_a_fork(tmp_path: Path) -> None:
+    steps = [submit("missing_tail", "forgets the tail"), {"say": "I'm done.", "end_turn": True}]
+    with running_app(tmp_path) as client:
+        source = cpu_session(client, steps, title="source")
+        wait_status(client, source["id"], "paused")
+        assert client.get(f"/api/sessions/{source['id']}/candidates/1").json()["verdict"] == "rejected"
+        before = len(client.get("/api/sessions").json())
+        r = client.post(f"/api/sessions/{source['id']}/candidates/1/fork", json={})
+        assert r.status_code == 422 and "cannot start a fork" in r.text and "rejected" in r.text
+        assert len(client.get("/api/sessions").json()) == before  # nothing stored half-way
+
+
 def test_an_agent_that_cannot_start_is_marked_and_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with running_app(tmp_path) as client:

@@ -5,7 +5,8 @@ built-in scripts are in app/agents/scripts.py.
 A script is a list of steps; each step is a dict with any of:
   say: text            what the agent says (declared-limit phrases here fire that trigger)
   submit: {...}|[...]  candidates: {"target": "module:function"} (python-cpu) or
-                       {"path": "kernels/...cu", "replace": [[old, new], ...]} or {"source": text},
+                       {"path": NAME, "replace": [[old, new], ...]} (NAME a kernel the server lists,
+                       app/kernel_names.py) or {"source": text},
                        plus optional "title", "notes" and "parent" (a number, or "leader")
   read: N              read candidate N
   list: true           list the candidates
@@ -16,7 +17,6 @@ runs out the agent ends its turn saying so."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from app.agents.base import (
@@ -33,8 +33,8 @@ from app.agents.base import (
     Usage,
 )
 from app.agents.scripts import BUILTIN_SCRIPTS
+from app.kernel_names import UnknownKernel, kernel_path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 STEP_KEYS = frozenset({"say", "submit", "read", "list", "declare_done", "end_turn"})
 
 
@@ -57,6 +57,13 @@ def resolve_script(config: dict[str, Any]) -> list[dict[str, Any]]:
             raise AgentConfigError(
                 f"step {i}: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(STEP_KEYS))}"
             )
+        for spec in _as_list(step.get("submit")):  # refused at creation, before anything is stored
+            if not isinstance(spec, dict):
+                raise AgentConfigError(f"step {i}: a submit entry is a JSON object")
+            try:
+                candidate_source(spec)
+            except (TypeError, ValueError) as exc:
+                raise AgentConfigError(f"step {i}: {exc}") from exc
     return steps
 
 
@@ -66,14 +73,15 @@ def candidate_source(spec: dict[str, Any]) -> str:
         return str(spec["target"])
     if "source" in spec:
         return str(spec["source"])
-    if "path" in spec:
-        path = Path(spec["path"])
-        if not path.is_absolute():
-            path = PROJECT_ROOT / path
-        if not path.is_file():
-            raise AgentConfigError(f"script names a kernel file that does not exist: {spec['path']}")
-        text = path.read_text()
-        for old, new in spec.get("replace", []):
+    if "path" in spec:  # a kernel the server lists, by name: never a file of the caller's choosing
+        try:
+            text = kernel_path(str(spec["path"]), "submitted").read_text()
+        except UnknownKernel as exc:
+            raise AgentConfigError(f"path: {exc}") from exc
+        for pair in spec.get("replace", []):
+            if not (isinstance(pair, list | tuple) and len(pair) == 2 and all(isinstance(p, str) for p in pair)):
+                raise AgentConfigError("replace: a list of [old, new] text pairs")
+            old, new = pair
             if old not in text:
                 raise AgentConfigError(f"{spec['path']}: the text to replace is not there: {old!r}")
             text = text.replace(old, new)

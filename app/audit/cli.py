@@ -53,16 +53,27 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from app.audit.trace_io import TraceFormatError, import_trace
+    from app.audit.trace_io import TraceFormatError, check_size, import_trace_once
 
     try:
-        raw = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+        limit = Settings.from_args(args).trace_max_bytes
+    except ValidationError:
+        _database(args)  # says why the settings are refused
+        return 2
+    try:
+        stream = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
+        with stream:
+            raw = stream.read(limit + 1)
+        check_size(len(raw), limit)
         text = raw.decode("utf-8")
     except OSError as exc:
         print(f"socratic trace import: {exc}", file=sys.stderr)
         return 1
     except UnicodeDecodeError:
         print(f"socratic trace import: {args.file} is not UTF-8 text", file=sys.stderr)
+        return 1
+    except TraceFormatError as exc:
+        print(f"socratic trace import: {args.file}: {exc}", file=sys.stderr)
         return 1
     opened = _database(args)
     if opened is None:
@@ -71,7 +82,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     name = "stdin" if args.file == "-" else Path(args.file).name
     try:
         with database.session() as db:
-            session = import_trace(db, text, name)
+            session = import_trace_once(db, text, name)
             db.commit()
     except TraceFormatError as exc:
         print(f"socratic trace import: {args.file}: {exc}", file=sys.stderr)

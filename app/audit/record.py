@@ -105,15 +105,12 @@ class AuditRecord:
 
 def baseline_source_of(session: SteeringSession) -> str | None:
     """The baseline as this machine has it: the module:function of a python-cpu session, or
-    the text of the .cu file (None when the file is not here)."""
+    the text of the listed kernel it names (None for a name not on the list: app/kernel_names.py)."""
     if session.candidate_kind == PYTHON_CPU:
         return session.baseline
-    from app.runner.evaluation import resolve_path
+    from app.kernel_names import kernel_source
 
-    path = resolve_path(session.baseline) if session.baseline else None
-    if path is None or not path.is_file():
-        return None
-    return path.read_text()
+    return kernel_source(session.baseline) if session.baseline else None
 
 
 def load_record(db: Session, session_id: int, reports: bool = True) -> AuditRecord:

@@ -31,7 +31,6 @@ from app.web.deps import get_ctx
 router = APIRouter(include_in_schema=False)
 api_router = APIRouter(prefix="/api", tags=["audit"])
 TIMELINE_PAGE = 500  # events per timeline page
-MAX_TRACE_BYTES = 256 * 1024 * 1024
 
 
 def _record(request: Request, session_id: int, reports: bool = False) -> AuditRecord:
@@ -152,9 +151,12 @@ async def import_upload(request: Request) -> Response:
     upload = form.get("trace")
     if upload is None or isinstance(upload, str):
         return _import_error(request, "choose a trace file (.jsonl) to import")
-    data = await upload.read(MAX_TRACE_BYTES + 1)
-    if len(data) > MAX_TRACE_BYTES:
-        return _import_error(request, f"the file is larger than {MAX_TRACE_BYTES // (1024 * 1024)} MiB", 413)
+    limit = get_ctx(request).settings.trace_max_bytes
+    data = await upload.read(limit + 1)
+    try:
+        trace_io.check_size(len(data), limit)
+    except trace_io.TraceTooLarge as exc:
+        return _import_error(request, str(exc), 413)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -163,12 +165,14 @@ async def import_upload(request: Request) -> Response:
 
     def store() -> int:
         with database.session() as db:
-            session = trace_io.import_trace(db, text, upload.filename or "")
+            session = trace_io.import_trace_once(db, text, (upload.filename or "")[:200])
             db.commit()
             return session.id or 0
 
     try:
         session_id = await asyncio.to_thread(store)  # a large trace must not hold up the event loop
+    except trace_io.TraceAlreadyImported as exc:
+        return _import_error(request, str(exc), 409)
     except trace_io.TraceFormatError as exc:
         return _import_error(request, str(exc))
     return RedirectResponse(f"/sessions/{session_id}/audit", status_code=303)

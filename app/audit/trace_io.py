@@ -16,14 +16,28 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import Column, DateTime
+from pydantic import TypeAdapter, ValidationError
+from sqlalchemy import JSON, Column, DateTime
 from sqlalchemy.types import TypeDecorator
-from sqlmodel import Session, SQLModel
+from sqlmodel import Session, SQLModel, select
 
 from app.audit.evidence import replay_evidence
 from app.audit.models import ID_KINDS, TraceImport
 from app.audit.record import AuditRecord, load_record
-from app.models import Candidate, Evaluation, Event, Intervention, SteeringSession, Trigger, utcnow
+from app.limits import (
+    MAX_DEPTH,
+    LimitError,
+    check_float,
+    check_int,
+    check_json_value,
+    check_text,
+    human_bytes,
+    parse_json,
+)
+from app.models import CUDA, PYTHON_CPU, Candidate, Evaluation, Event, Intervention, SteeringSession, Trigger, utcnow
+from app.runner.states import TRANSITIONS
+from app.schemas import BudgetIn, ScenarioIn, SessionUpdate, ThresholdsIn
+from app.steering.goal import GOAL_METRICS
 from question_bank.store import ensure_starter_bank
 
 FORMAT = "socratic-trace"
@@ -161,6 +175,8 @@ def _check_value(spec: RowSpec, column: Column[Any], value: Any, where: str) -> 
         if moment.tzinfo is None:
             raise TraceFormatError(f"{where}: {spec.name}.{name} must carry its UTC offset")
         return moment
+    if isinstance(column.type, JSON):
+        return _check_json(spec, name, value, where)
     try:
         python_type = column.type.python_type
     except NotImplementedError:
@@ -174,7 +190,69 @@ def _check_value(spec: RowSpec, column: Column[Any], value: Any, where: str) -> 
     if not ok(value):
         raise TraceFormatError(f"{where}: {spec.name}.{name} must be {python_type.__name__}, "
                                f"not {type(value).__name__}")
+    try:
+        if python_type is int:
+            check_int(value, f"{spec.name}.{name}")
+        elif python_type is float:
+            check_float(float(value), f"{spec.name}.{name}")
+        elif python_type is str:
+            check_text(value, f"{spec.name}.{name}")
+    except LimitError as exc:
+        raise TraceFormatError(f"{where}: {exc}") from exc
     return value
+
+
+def _check_json(spec: RowSpec, name: str, value: Any, where: str) -> Any:
+    """A JSON column: within the limits of every input, and of the type its model declares
+    (session.thresholds an object, candidate.flags a list of texts, ...)."""
+    try:
+        check_json_value(value, f"{spec.name}.{name}", finite=False)
+    except LimitError as exc:
+        raise TraceFormatError(f"{where}: {exc}") from exc
+    annotation = spec.model.model_fields[name].annotation
+    if annotation is None:
+        return value
+    try:
+        return TypeAdapter(annotation).validate_python(value, strict=True)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise TraceFormatError(f"{where}: {spec.name}.{name} must be {_type_name(annotation)} "
+                               f"({first['msg'].lower()})") from exc
+
+
+def _type_name(annotation: Any) -> str:
+    text = str(annotation).replace("typing.", "")
+    return {"dict[str, Any]": "an object", "list[str]": "a list of texts",
+            "list[dict[str, Any]] | None": "a list of objects or null"}.get(text, text)
+
+
+def check_session(fields: dict[str, Any], where: str) -> None:
+    """The session record against the API's own rules (app/schemas.py), so that an imported
+    session shows like any other: thresholds, budgets, goal, scenarios, kinds."""
+    try:
+        ThresholdsIn.model_validate({k: v for k, v in fields.get("thresholds", {}).items()
+                                     if k in ThresholdsIn.model_fields})
+        BudgetIn(steps=fields.get("budget_steps"), tokens=fields.get("budget_tokens"),
+                 cost_usd=fields.get("budget_cost_usd"), seconds=fields.get("budget_seconds"))
+        for scenario in fields.get("scenarios") or []:
+            ScenarioIn.model_validate(scenario)
+        if fields.get("goal_target") is not None:
+            SessionUpdate(goal_target=fields["goal_target"])
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(x) for x in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors())
+        raise TraceFormatError(f"{where}: the session's settings are not valid: {problems}") from exc
+    checks = (
+        ("title", lambda v: isinstance(v, str) and 0 < len(v) <= 200, "a text of 1 to 200 characters"),
+        ("goal_metric", lambda v: v in GOAL_METRICS, f"one of {', '.join(GOAL_METRICS)}"),
+        ("candidate_kind", lambda v: v in (CUDA, PYTHON_CPU), f"{CUDA} or {PYTHON_CPU}"),
+        ("status", lambda v: v in TRANSITIONS, f"one of {', '.join(sorted(TRANSITIONS))}"),
+    )
+    for name, ok, expected in checks:
+        if name in fields and not ok(fields[name]):
+            raise TraceFormatError(f"{where}: session.{name} must be {expected}")
+    for name in ("used_steps", "used_tokens", "used_cost_usd", "used_seconds", "evaluations", "last_seq"):
+        if isinstance(fields.get(name), int | float) and fields[name] < 0:
+            raise TraceFormatError(f"{where}: session.{name} must not be negative")
 
 
 def _fields(spec: RowSpec, obj: dict[str, Any], where: str) -> dict[str, Any]:
@@ -208,9 +286,11 @@ def parse_trace(text: str) -> ParsedTrace:
         if not raw.strip():
             raise TraceFormatError(f"line {number}: empty line")
         try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise TraceFormatError(f"line {number}: not JSON ({exc.msg} at column {exc.colno})") from exc
+            # Infinity is allowed inside reports (the harness's max_error of a NaN output);
+            # typed number columns are checked for finite values one by one below.
+            obj = parse_json(raw, f"line {number}", max_bytes=len(raw) + 1, max_depth=MAX_DEPTH + 2, finite=False)
+        except LimitError as exc:
+            raise TraceFormatError(str(exc)) from exc
         if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
             raise TraceFormatError(f"line {number}: each line is a JSON object with a \"type\"")
         records.append((number, obj))
@@ -243,12 +323,18 @@ def parse_trace(text: str) -> ParsedTrace:
             if set(obj) != {"type", "source"} or not isinstance(obj["source"], str | None):
                 raise TraceFormatError(f"{where}: the baseline record is {{\"type\", \"source\"}}, "
                                        "source a string or null")
+            if obj["source"] is not None:
+                try:
+                    check_text(obj["source"], "baseline.source")
+                except LimitError as exc:
+                    raise TraceFormatError(f"{where}: {exc}") from exc
             baseline.append((number, obj))
             continue
         rows[kind].append((number, _fields(ROW_SPECS[kind], obj, where)))
 
     if len(rows["session"]) != 1:
         raise TraceFormatError(f"a trace holds exactly one session record, this one {len(rows['session'])}")
+    check_session(rows["session"][0][1], f"line {rows['session'][0][0]}")
     if len(baseline) != 1:
         raise TraceFormatError(f"a trace holds exactly one baseline record, this one {len(baseline)}")
     counts = header.get("counts")
@@ -295,6 +381,58 @@ def _check_references(rows: dict[str, list[tuple[int, dict[str, Any]]]]) -> None
 
 
 # -- import --------------------------------------------------------------------------------
+
+
+class TraceAlreadyImported(TraceFormatError):
+    """The same file (same SHA-256) was imported before: nothing is imported twice."""
+
+    def __init__(self, session_id: int, file_name: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"this trace was imported before{f' (from {file_name})' if file_name else ''}, as "
+                         f"session {session_id}: /sessions/{session_id}/audit; nothing was imported again")
+
+
+def check_size(size: int, limit: int) -> None:
+    """Refuse a trace larger than `limit` bytes (Settings.trace_max_bytes)."""
+    if size > limit:
+        raise TraceTooLarge(f"the trace is larger than {human_bytes(limit)}: this server imports traces up "
+                            f"to {human_bytes(limit)} (SOCRATIC_TRACE_MAX_BYTES)")
+
+
+class TraceTooLarge(TraceFormatError):
+    pass
+
+
+def import_trace_once(db: Session, text: str, file_name: str = "") -> SteeringSession:
+    """import_trace, unless a trace with the same bytes is already in this database
+    (TraceAlreadyImported names its session). What the import page and the CLI call."""
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    earlier = db.exec(select(TraceImport).where(TraceImport.file_sha256 == digest)).first()
+    if earlier is not None and db.get(SteeringSession, earlier.session_id) is not None:
+        raise TraceAlreadyImported(earlier.session_id, earlier.file_name)
+    return import_trace(db, text, file_name)
+
+
+def check_shows(db: Session, session: SteeringSession) -> None:
+    """Build what the listing and the audit pages build from the imported rows (still in the
+    caller's transaction); any failure refuses the trace instead of breaking a page later."""
+    from app.audit.summary import audit_summary
+    from app.audit.timeline import timeline
+    from app.schemas import CandidatePublic, SessionPublic
+    from app.sessions import candidates_of, public_candidate, public_session
+
+    try:
+        SessionPublic.model_validate(public_session(db, session))
+        for c in candidates_of(db, session.id or 0):
+            CandidatePublic.model_validate(public_candidate(db, c))
+        record = load_record(db, session.id or 0)
+        audit_summary(record)
+        timeline(record)
+    except TraceFormatError:
+        raise
+    except Exception as exc:  # a shape no page can show: say what, store nothing
+        raise TraceFormatError(f"the trace is well-formed but its content cannot be shown "
+                               f"({type(exc).__name__}: {exc}); nothing was imported") from exc
 
 
 def import_trace(db: Session, text: str, file_name: str = "") -> SteeringSession:
@@ -344,4 +482,5 @@ def import_trace(db: Session, text: str, file_name: str = "") -> SteeringSession
                        baseline_source=parsed.baseline_source, ids=id_map))
     db.flush()
     replay_evidence(db, session, events, messages, triggers)  # the bank counts imported sessions too
+    check_shows(db, session)
     return session

@@ -9,6 +9,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.kernel_names import kernel_path
 from app.models import CUDA, PYTHON_CPU
 from harness.cluster import ClusterExecutor
 from harness.executor import Executor, LocalExecutor, ProgressFn
@@ -89,8 +90,10 @@ def contract_text(kind: str) -> str:
 
 
 def resolve_path(ref: str) -> Path:
+    """A candidate source the runner wrote (an absolute path of its choosing), or a kernel the
+    server lists, by name (app/kernel_names.py): never a relative path a request made up."""
     path = Path(ref)
-    return path if path.is_absolute() else PROJECT_ROOT / path
+    return path if path.is_absolute() else kernel_path(ref)
 
 
 def prebuild(candidate: Implementation, against: Implementation) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 from app.agents.base import ToolError
 from app.context import ServerContext
 from app.events import LiveNote, Unit
+from app.kernel_names import kernel_path
 from app.models import (
     CUDA,
     DONE,
@@ -171,7 +172,8 @@ class CandidatePipeline:
     def baseline(self) -> ev.Implementation:
         with self.services.unit() as u:
             session = get_session(u.db, self.session_id)
-            return ev.Implementation(session.candidate_kind, session.baseline, "baseline")
+            ref = session.baseline if session.candidate_kind == PYTHON_CPU else str(kernel_path(session.baseline))
+            return ev.Implementation(session.candidate_kind, ref, "baseline")
 
     def leader_implementation(self) -> ev.Implementation:
         with self.services.unit() as u:

@@ -35,6 +35,7 @@ from app.agents.base import (
 from app.agents.registry import make_agent
 from app.context import ServerContext
 from app.events import LiveNote
+from app.kernel_names import kernel_source
 from app.models import EVALUATING, FAILED, PAUSED, PYTHON_CPU, QUEUED, RUNNING, SteeringSession
 from app.runner import evaluation as ev
 from app.runner.pause import wait_while_paused
@@ -275,8 +276,7 @@ class SessionRunner:
         if session.candidate_kind == PYTHON_CPU:
             baseline_source = session.baseline
         else:
-            path = ev.resolve_path(session.baseline)
-            baseline_source = path.read_text() if path.is_file() else ""
+            baseline_source = kernel_source(session.baseline) or ""
         visible = [s.to_dict() for s in session_scenarios(session) if not s.hidden]
         return Task(session.problem, session.candidate_kind,
                     goals.describe(session.goal_metric, session.goal_target), baseline_source, visible,

@@ -12,6 +12,7 @@ from sqlmodel import Session
 from app.agents.registry import available_agents
 from app.agents.scripts import BUILTIN_SCRIPTS
 from app.events import events_after
+from app.limits import INT64_MAX
 from app.new_session import open_session, refuse_unavailable
 from app.schemas import (
     ActionIn,
@@ -143,7 +144,7 @@ async def triggers(session_id: int, db: Db) -> list[dict[str, Any]]:
 
 
 @router.get("/sessions/{session_id}/events", response_model=list[EventPublic], tags=["trace"])
-async def events(session_id: int, db: Db, after: Annotated[int, Query(ge=0)] = 0,
+async def events(session_id: int, db: Db, after: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0,
                  limit: Annotated[int, Query(ge=1, le=5000)] = 1000) -> list[dict[str, Any]]:
     """The session's trace, oldest first, from the event after `after` (a sequence number)."""
     get_session(db, session_id)

@@ -14,7 +14,8 @@ from fastapi.staticfiles import StaticFiles
 
 from app.audit import routes as audit_routes
 from app.context import ServerContext
-from app.db import open_database
+from app.db import open_database, private_dir
+from app.limits import LimitError
 from app.runner.devices import DeviceQueue
 from app.runner.evaluation import use_cluster
 from app.runner.manager import RunnerManager
@@ -24,6 +25,8 @@ from app.settings import Settings
 from app.steering import bank
 from app.web import api, bank_api, bank_pages, cluster_view, identity, pages, render, workbench, ws
 from app.web import mcp as mcp_web
+from app.web.hosts import HostOriginGuard
+from app.web.limits import InputLimits
 from app.web.security import make_middleware
 
 
@@ -34,6 +37,7 @@ def create_app(settings: Settings | None = None, *, devices: DeviceQueue | None 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        private_dir(settings.data_dir)  # 0700 when this creates it (candidate sources, secrets)
         database = await asyncio.to_thread(open_database, settings)  # alembic migrations, every start
         await asyncio.to_thread(bank.on_startup, database, semantic=settings.bank_semantic_search)
         ctx = ServerContext(settings, database,
@@ -60,6 +64,8 @@ def create_app(settings: Settings | None = None, *, devices: DeviceQueue | None 
         redoc_url=None,
     )
     app.middleware("http")(make_middleware(settings))
+    app.add_middleware(InputLimits, settings=settings)
+    app.add_middleware(HostOriginGuard, settings=settings)  # outermost: a foreign Host gets nothing
     app.mount("/static", StaticFiles(directory=str(render.STATIC_DIR)), name="static")
     app.include_router(api.router)
     app.include_router(ws.router)
@@ -123,6 +129,15 @@ def _error_handlers(app: FastAPI) -> None:
     @app.exception_handler(InvalidTransition)
     async def transition(request: Request, exc: InvalidTransition) -> Response:
         return _error(request, 409, str(exc))
+
+    @app.exception_handler(LimitError)
+    async def beyond_limit(request: Request, exc: LimitError) -> Response:
+        return _error(request, 422, str(exc))
+
+    @app.exception_handler(OverflowError)
+    async def overflow(request: Request, exc: OverflowError) -> Response:
+        # A number no database column holds (e.g. ?after=2**64): nothing can match it.
+        return _error(request, 422, "a number in the request is out of range (integers fit 64 bits)")
 
     @app.exception_handler(404)
     async def missing(request: Request, exc: Exception) -> Response:

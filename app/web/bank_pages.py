@@ -25,7 +25,7 @@ from app.web.deps import Ctx, Db, Steer
 from app.web.identity import author_of
 from question_bank import curation
 from question_bank.auto_ask import AutoAskMode, AutoAskPolicy, get_policy
-from question_bank.bank_file import LAYERS, TRIGGERS, BankFileError
+from question_bank.bank_file import LAYERS, MAX_FILE_BYTES, TRIGGERS, BankFileError
 from question_bank.evidence import evidence_table, question_evidence
 from question_bank.models import BankQuestion, BankUse, Status
 from question_bank.search import search
@@ -34,7 +34,7 @@ from question_bank.store import export_bank_text, get_question, import_bank_text
 
 router = APIRouter(include_in_schema=False)
 
-MAX_IMPORT_BYTES = 2 * 1024 * 1024
+MAX_IMPORT_BYTES = MAX_FILE_BYTES  # question_bank/bank_file.py: the CLI reads the same at most
 
 
 def page(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.schemas import InputModel
 from question_bank import agent_tool, curation
 from question_bank.auto_ask import AutoAskPolicy
 from question_bank.bank_file import LAYERS, TRIGGERS
@@ -14,7 +15,7 @@ from question_bank.evidence import EvidenceStats
 from question_bank.models import BankQuestion
 
 
-class QuestionIn(BaseModel):
+class QuestionIn(InputModel):
     model_config = ConfigDict(extra="forbid")
 
     text: str = Field(max_length=2000)
@@ -32,7 +33,7 @@ class QuestionIn(BaseModel):
         return curation.QuestionDraft(**self.model_dump())
 
 
-class QuestionPatch(BaseModel):
+class QuestionPatch(InputModel):
     model_config = ConfigDict(extra="forbid")
 
     text: str | None = Field(None, max_length=2000)
@@ -74,14 +75,14 @@ class QuestionPublic(BaseModel):
     reasons: list[str] = []
 
 
-class MergeIn(BaseModel):
+class MergeIn(InputModel):
     model_config = ConfigDict(extra="forbid")
 
     keep_id: int
     duplicate_ids: list[int] = Field(min_length=1)
 
 
-class PromoteIn(BaseModel):
+class PromoteIn(InputModel):
     """A message sent in a session, into the bank. Text and kind default to the message's own."""
 
     model_config = ConfigDict(extra="forbid")
@@ -135,7 +136,7 @@ class EvidencePublic(BaseModel):
     unbanked: list[EvidenceRowPublic]
 
 
-class AutoAskIn(BaseModel):
+class AutoAskIn(InputModel):
     model_config = ConfigDict(extra="forbid")
 
     mode: Literal["off", "after_idle", "at_once"]
@@ -156,7 +157,7 @@ class AutoAskPublic(BaseModel):
                    max_in_a_row=policy.max_in_a_row, description=policy.describe())
 
 
-class ConsultIn(BaseModel):
+class ConsultIn(InputModel):
     """The agent's tool over HTTP (for external agents): a situation in, a few questions out."""
 
     model_config = ConfigDict(extra="forbid")

@@ -31,6 +31,7 @@ from starlette.types import Receive, Scope, Send
 
 from app.agents.mcp_agent import bridge_for, drop_all_bridges
 from app.context import ServerContext
+from app.db import private_dir
 from app.models import INTERRUPTED, PAUSED
 from app.runner.states import FINAL_STATES
 from app.sessions import NotFound, get_session
@@ -57,7 +58,7 @@ def server_secret(settings: Settings) -> bytes:
         return hashlib.sha256(f"socratic-mcp:{settings.token_value}".encode()).digest()
     path = settings.data_dir / SECRET_FILE
     if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_hex(32))
@@ -98,8 +99,10 @@ class McpEndpoint:
         loopback = is_loopback(settings.host)
         security = TransportSecuritySettings(
             enable_dns_rebinding_protection=loopback,
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "testserver"],
-            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "testserver",
+                           *settings.allowed_hosts, *(f"{h}:*" for h in settings.allowed_hosts)],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*",
+                             *(f"http://{h}:*" for h in settings.allowed_hosts)],
         )
         self.sessions = StreamableHTTPSessionManager(app=self.server, security_settings=security)
         self.asgi = StreamableHTTPASGIApp(self.sessions)

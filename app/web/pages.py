@@ -99,7 +99,7 @@ def session_spec_from_form(form: dict[str, str], default_agent: str) -> SessionC
         goal_metric=form.get("goal_metric", "vs_baseline"),
         goal_target=number("goal_target", float),
         thresholds=ThresholdsIn(**thresholds),
-        budget=BudgetIn(steps=number("budget_steps", int), seconds=minutes * 60 if minutes else None,
+        budget=BudgetIn(steps=number("budget_steps", int), seconds=minutes * 60 if minutes is not None else None,
                         tokens=number("budget_tokens", int), cost_usd=number("budget_cost_usd", float)),
     )
 
@@ -185,7 +185,7 @@ async def login_form(request: Request, next: str = "/") -> HTMLResponse:
 
 @router.post("/login", response_class=HTMLResponse)
 async def login(request: Request) -> Response:
-    from app.web.security import check_token
+    from app.web.security import check_token, cookie_value
 
     ctx = get_ctx(request)
     form = await request.form()
@@ -197,6 +197,6 @@ async def login(request: Request) -> Response:
         return page(request, "login.html", 401, next=target, error="That token is not right.")
     response = RedirectResponse(target, status_code=303)
     if expected is not None:
-        response.set_cookie(COOKIE, token, httponly=True, samesite="strict")
+        response.set_cookie(COOKIE, cookie_value(ctx.settings), httponly=True, samesite="strict")
     return response
 

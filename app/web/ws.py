@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +19,7 @@ from pydantic import ValidationError
 
 from app.context import ServerContext
 from app.events import LiveNote, Unit, events_after
+from app.limits import INT64_MAX, parse_json
 from app.models import Event
 from app.runner.states import InvalidTransition
 from app.schemas import InterventionCreate
@@ -31,6 +31,7 @@ from app.web.security import same_origin, token_ok
 
 router = APIRouter()
 REPLAY_BATCH = 200
+MAX_STEERING_BYTES = 64_000  # one steering message (its text is at most 10 000 characters)
 
 
 @router.websocket("/ws/sessions/{session_id}")
@@ -40,7 +41,7 @@ async def session_socket(websocket: WebSocket, session_id: int) -> None:
         await websocket.close(code=1008)
         return
     try:
-        after = max(0, int(websocket.query_params.get("after", "0")))
+        after = min(max(0, int(websocket.query_params.get("after", "0"))), INT64_MAX)
     except ValueError:
         after = 0
     with ctx.database.session() as db:
@@ -119,7 +120,7 @@ async def _read_steering(websocket: WebSocket, steer: Steering, session_id: int)
     while True:
         raw = await websocket.receive_text()
         try:
-            message = json.loads(raw)
+            message = parse_json(raw, "steering message", max_bytes=MAX_STEERING_BYTES)
             if not isinstance(message, dict):
                 raise ValueError("a steering message is a JSON object")
             reply = handle_steering(steer, session_id, message, author_of(websocket))

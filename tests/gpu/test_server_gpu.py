@@ -36,7 +36,7 @@ def scenarios() -> list[dict[str, Any]]:
 
 def test_a_scripted_session_evaluates_real_kernels_end_to_end(tmp_path: Path) -> None:
     steps = [GPU_DEMO.steps[0], GPU_DEMO.steps[1], GPU_DEMO.steps[-1]]
-    settings = Settings(data_dir=tmp_path, timing_budget_ms=10)
+    settings = Settings(data_dir=tmp_path, timing_budget_ms=10, allowed_hosts=("testserver",))  # TestClient's Host
     app = create_app(settings, devices=DeviceQueue(poll_s=5))
     started = time.monotonic()
     with TestClient(app) as client:
