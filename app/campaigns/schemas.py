@@ -1,0 +1,68 @@
+"""What the API, the form and the CLI accept to create a campaign."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from app.schemas import GOAL_METRICS, ScenarioIn, ThresholdsIn
+
+
+class MemberIn(BaseModel):
+    """One agent of the campaign: a session as today."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str | None = Field(default=None, description="offline, claude, mcp, scripted; default as for a session")
+    agent_config: dict[str, Any] = Field(default_factory=dict)
+    title: str | None = Field(default=None, max_length=120)
+    strategy: str = Field(default="", max_length=80, description="its first layer (or a strategy in words)")
+    island: int | None = Field(default=None, ge=0, description="evolution mode: its island")
+
+
+class CampaignCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    title: str = Field(min_length=1, max_length=200)
+    mode: Literal["board", "evolution"] = "board"
+    agents: int | None = Field(default=None, ge=1, le=16,
+                               description="that many offline agents, each with another first layer and seed")
+    members: list[MemberIn] | None = Field(default=None, min_length=1, max_length=16)
+    policy: Literal["questions", "autonomous"] = Field(
+        default="autonomous", description="the generated offline agents' plateau policy")
+    seed: int = Field(default=0, description="the generated agents' seeds are seed, seed+1, ...")
+    candidate_kind: Literal["cuda", "python-cpu"] | None = None
+    baseline: str | None = None
+    suite_filter: str | None = None
+    scenarios: list[ScenarioIn] | None = Field(default=None, min_length=1)
+    goal_metric: str = "vs_baseline"
+    goal_target: float | None = Field(default=None, gt=0)
+    budget_evaluations: int | None = Field(default=None, ge=1, description="over all agents together")
+    memory_k: int | None = Field(default=None, ge=1, description="agents read the last K board entries; "
+                                                                  "none: unbounded")
+    plateau_window: int = Field(default=6, ge=1, le=1000, description="campaign evaluations without a new "
+                                                                      "campaign leader")
+    islands: int = Field(default=1, ge=1, le=16)
+    thresholds: ThresholdsIn = Field(default_factory=ThresholdsIn)
+    start: bool = True
+
+    @field_validator("title")
+    @classmethod
+    def _title_not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("the title must not be blank")
+        return v.strip()
+
+    @field_validator("goal_metric")
+    @classmethod
+    def _known_metric(cls, v: str) -> str:
+        if v not in GOAL_METRICS:
+            raise ValueError(f"unknown goal metric {v!r}; choose one of {', '.join(GOAL_METRICS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _agents_or_members(self) -> CampaignCreate:
+        if (self.agents is None) == (self.members is None):
+            raise ValueError("give either agents (a number of offline agents) or members (a list)")
+        return self
