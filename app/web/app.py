@@ -21,7 +21,7 @@ from app.runner.states import InvalidTransition
 from app.sessions import Conflict, Invalid, NotFound
 from app.settings import Settings
 from app.steering import bank
-from app.web import api, bank_api, bank_pages, pages, render, ws
+from app.web import api, bank_api, bank_pages, campaigns, pages, render, ws
 from app.web import mcp as mcp_web
 from app.web.security import make_middleware
 
@@ -59,6 +59,8 @@ def create_app(settings: Settings | None = None, *, devices: DeviceQueue | None 
     app.middleware("http")(make_middleware(settings))
     app.mount("/static", StaticFiles(directory=str(render.STATIC_DIR)), name="static")
     app.include_router(api.router)
+    app.include_router(campaigns.api)
+    app.include_router(campaigns.pages)
     app.include_router(ws.router)
     app.include_router(pages.router)
     app.include_router(audit_routes.router)
