@@ -22,6 +22,11 @@ On the H200 (one seed per call keeps each call under ten minutes; then the table
     PYTHONPATH=. python3 scripts/campaign_experiment.py --out /tmp/exp/s2 --seeds 2
     PYTHONPATH=. python3 scripts/campaign_experiment.py --table /tmp/exp/s0 /tmp/exp/s1 /tmp/exp/s2
 
+Expected device time: about 6-9 minutes per seed (96 candidates, nvcc on the host's cores while
+another holds the GPU, each evaluation well under a second of GPU time on the ten scenarios, then
+the final side-by-side of four leaders); `--deadline-s` (480) stops a seed's arms before a
+ten-minute call ends, and the table says how many evaluations each arm got.
+
 `--cpu-standin` runs the same machinery without a GPU: every evaluation is answered by the
 synthetic speed table of tests/family_model.py (real rendered kernels, made-up speeds). Its
 numbers prove that the machinery works end to end and that each arm can win; they are not a
@@ -260,7 +265,8 @@ def table(summaries: list[dict[str, Any]]) -> str:
         for results in s["seeds"].values():
             n += 1
             for arm, r in results.items():
-                row = rows.setdefault(arm, {"base": [], "gain": [], "cudnn": [], "flash": []})
+                row = rows.setdefault(arm, {"base": [], "gain": [], "cudnn": [], "flash": [], "evals": []})
+                row["evals"].append(float(r["evaluations"]))
                 base = r.get("final_vs_baseline") or r.get("vs_baseline")
                 if base:
                     row["base"].append(base)
@@ -272,12 +278,14 @@ def table(summaries: list[dict[str, Any]]) -> str:
     lines = [f"{n} seed(s); geomean over seeds, ± standard deviation, [range]"]
     if standin:
         lines.insert(0, STANDIN_LABEL)
-    lines.append(f"{'arm':<11} {'x baseline':<34} {'x first port':<34} {'x cuDNN':<34} {'x flash':<34}")
+    lines.append(f"{'arm':<11} {'evaluations':<12} {'x baseline':<34} {'x first port':<34} {'x cuDNN':<34} "
+                 f"{'x flash':<34}")
     for arm in ARMS:
         if arm in rows:
             r = rows[arm]
-            lines.append(f"{arm:<11} {_stats(r['base']):<34} {_stats(r['gain']):<34} {_stats(r['cudnn']):<34} "
-                         f"{_stats(r['flash']):<34}")
+            evals = f"{min(r['evals']):.0f}-{max(r['evals']):.0f}"
+            lines.append(f"{arm:<11} {evals:<12} {_stats(r['base']):<34} {_stats(r['gain']):<34} "
+                         f"{_stats(r['cudnn']):<34} {_stats(r['flash']):<34}")
     gains = {arm: math.exp(sum(math.log(v) for v in r["gain"]) / len(r["gain"])) for arm, r in rows.items()
              if r["gain"]}
     if "bank" in gains and "autonomous" in gains:
@@ -304,7 +312,7 @@ def main() -> int:
     ap.add_argument("--agents", type=int, default=4, help="agents in the board and evolution arms")
     ap.add_argument("--plateau-window", type=int, default=3)
     ap.add_argument("--timing-budget-ms", type=float, default=5.0)
-    ap.add_argument("--deadline-s", type=float, default=520.0, help="per seed")
+    ap.add_argument("--deadline-s", type=float, default=480.0, help="per seed")
     ap.add_argument("--bank-grace-s", type=float, default=5.0)
     ap.add_argument("--no-final", action="store_true", help="skip the final side-by-side evaluation with fresh peers")
     ap.add_argument("--cpu-standin", action="store_true", help="no GPU: the synthetic speed table (not a result)")

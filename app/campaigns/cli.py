@@ -7,9 +7,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import ValidationError
+from sqlmodel import Session
 
 from app.audit.cli import _database, _database_flags
 
@@ -58,82 +60,79 @@ def cmd_create(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_list(args: argparse.Namespace) -> int:
-    from app.campaigns.views import list_campaigns
+def _on_db(args: argparse.Namespace, command: str, work: Callable[[Session], int]) -> int:
+    """Run `work` on the database the flags name; a missing campaign is exit status 1."""
+    from app.sessions import NotFound
 
     opened = _database(args)
     if opened is None:
         return 2
-    database, _url = opened
-    with database.session() as db:
+    database, url = opened
+    try:
+        with database.session() as db:
+            return work(db)
+    except NotFound as exc:
+        print(f"socratic campaign {command}: {exc} in {url}", file=sys.stderr)
+        return 1
+    finally:
+        database.dispose()
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from app.campaigns.views import list_campaigns
+
+    def work(db: Session) -> int:
         for c in list_campaigns(db):
             lead = f"{c.leader_speedup:.3f}x" if c.leader_speedup else "-"
             print(f"{c.id:>4}  {c.mode:<9} {c.status:<8} {c.evaluations:>4} evals  leader {lead:>8}  {c.title}")
-    database.dispose()
-    return 0
+        return 0
+
+    return _on_db(args, "list", work)
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     from app.audit.record import load_record
     from app.audit.summary import audit_text
     from app.campaigns.views import campaign_view
-    from app.sessions import NotFound
 
-    opened = _database(args)
-    if opened is None:
-        return 2
-    database, url = opened
-    try:
-        with database.session() as db:
-            view = campaign_view(db, args.campaign)
-            if args.json:
-                print(json.dumps(view.to_dict(), indent=1, default=str))
-                return 0
-            c = view.campaign
-            print(f"campaign {c.id}: {c.title} ({c.mode}, {c.status}) - {c.evaluations}"
-                  f"/{c.budget_evaluations or '-'} evaluations; {c.detail}")
+    def work(db: Session) -> int:
+        view = campaign_view(db, args.campaign)
+        if args.json:
+            print(json.dumps(view.to_dict(), indent=1, default=str))
+            return 0
+        c = view.campaign
+        print(f"campaign {c.id}: {c.title} ({c.mode}, {c.status}) - {c.evaluations}"
+              f"/{c.budget_evaluations or '-'} evaluations; {c.detail}")
+        for r in view.leaderboard:
+            lead = f"{r['leader_speedup']:.3f}x" if r["leader_speedup"] else "-"
+            print(f"  {lead:>8}  {r['name']:<40} {r['status']:<11} {r['evaluations']:>3} evals  "
+                  f"gpu {r['gpu_s']:.0f}s  ${r['cost_usd']:.2f}"
+                  + ("  <- campaign leader" if r["leads_campaign"] else ""))
+        print("board (newest first):")
+        for e in view.board[: args.board]:
+            print(f"  {e['author']} #{e['candidate']}: [{e['layer']}] {e['summary']} -> {e['campaign_verdict']}")
+        if args.audit:
             for r in view.leaderboard:
-                lead = f"{r['leader_speedup']:.3f}x" if r["leader_speedup"] else "-"
-                print(f"  {lead:>8}  {r['name']:<40} {r['status']:<11} {r['evaluations']:>3} evals  "
-                      f"gpu {r['gpu_s']:.0f}s  ${r['cost_usd']:.2f}"
-                      + ("  <- campaign leader" if r["leads_campaign"] else ""))
-            print("board (newest first):")
-            for e in view.board[: args.board]:
-                print(f"  {e['author']} #{e['candidate']}: [{e['layer']}] {e['summary']} -> {e['campaign_verdict']}")
-            if args.audit:
-                for r in view.leaderboard:
-                    print(f"\n== {r['name']} (session {r['session_id']})")
-                    print(audit_text(load_record(db, r["session_id"])), end="")
-    except NotFound:
-        print(f"socratic campaign show: no campaign {args.campaign} in {url}", file=sys.stderr)
-        return 1
-    finally:
-        database.dispose()
-    return 0
+                print(f"\n== {r['name']} (session {r['session_id']})")
+                print(audit_text(load_record(db, r["session_id"])), end="")
+        return 0
+
+    return _on_db(args, "show", work)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     from app.campaigns.trace import export_campaign
-    from app.sessions import NotFound
 
-    opened = _database(args)
-    if opened is None:
-        return 2
-    database, url = opened
-    try:
-        with database.session() as db:
-            text = export_campaign(db, args.campaign)
-    except NotFound:
-        print(f"socratic campaign export: no campaign {args.campaign} in {url}", file=sys.stderr)
-        return 1
-    finally:
-        database.dispose()
-    if args.output and args.output != "-":
-        Path(args.output).write_text(text, encoding="ascii")
-        print(f"wrote campaign {args.campaign} to {args.output}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
-    return 0
+    def work(db: Session) -> int:
+        text = export_campaign(db, args.campaign)
+        if args.output and args.output != "-":
+            Path(args.output).write_text(text, encoding="ascii")
+            print(f"wrote campaign {args.campaign} to {args.output}", file=sys.stderr)
+        else:
+            sys.stdout.write(text)
+        return 0
+
+    return _on_db(args, "export", work)
 
 
 def cmd_import(args: argparse.Namespace) -> int:

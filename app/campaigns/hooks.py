@@ -11,6 +11,7 @@ from sqlmodel import Session, col, select
 from app.campaigns import board, evolution
 from app.campaigns.judge import CampaignJudgement, first_verdict, on_plateau
 from app.campaigns.models import (
+    BACKUP,
     CAMPAIGN_VERDICTS,
     EVOLUTION_MODE,
     FINISHED,
@@ -64,7 +65,15 @@ def record(u: Unit, session_id: int, candidate_id: int, report: EvaluationReport
     parent = None
     if campaign.mode == EVOLUTION_MODE and (m := evolution.link_child(u.db, campaign, cand)) is not None:
         parent = u.db.get(Candidate, m.parent_candidate_id) if m.parent_candidate_id else None
-    entry = board.post(u.db, campaign, member, cand, report, judgement.verdict, parent)
+    verdict = BACKUP if campaign.status == FINISHED and judgement.verdict == LEADER else judgement.verdict
+    entry = board.post(u.db, campaign, member, cand, report, verdict, parent)
+    if campaign.status == FINISHED:
+        # Judged after the budget was spent (it was already on the device): on the board for the
+        # record, but it neither counts nor leads, so every campaign gets the same budget.
+        u.record(session, "board", {"entry_id": entry.id, "number": cand.number, "campaign_verdict": verdict,
+                                    "reason": f"{judgement.reason}; after the campaign ended, not counted",
+                                    "line": board.entry_line(entry)})
+        return entry
     campaign.evaluations += 1
     u.record(session, "board", {"entry_id": entry.id, "number": cand.number, "campaign_verdict": judgement.verdict,
                                 "reason": judgement.reason, "line": board.entry_line(entry)})
@@ -75,8 +84,6 @@ def record(u: Unit, session_id: int, candidate_id: int, report: EvaluationReport
         u.record(session, "campaign_leader", {"campaign_id": campaign.id, "number": cand.number,
                                               "speedup": cand.speedup, "previous_candidate_id": previous})
     u.db.add(campaign)
-    if campaign.status == FINISHED:
-        return entry
     if judgement.verdict == LEADER and campaign.goal_target is not None and report is not None:
         check = goals.check(report, campaign.goal_metric, campaign.goal_target)
         if check.met:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from app.schemas import GOAL_METRICS, ScenarioIn, ThresholdsIn
+from app.schemas import ScenarioIn, SessionCreate, ThresholdsIn
 
 
 class MemberIn(BaseModel):
@@ -47,19 +47,11 @@ class CampaignCreate(BaseModel):
     thresholds: ThresholdsIn = Field(default_factory=ThresholdsIn)
     start: bool = True
 
-    @field_validator("title")
+    @field_validator("title", "goal_metric")
     @classmethod
-    def _title_not_blank(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("the title must not be blank")
-        return v.strip()
-
-    @field_validator("goal_metric")
-    @classmethod
-    def _known_metric(cls, v: str) -> str:
-        if v not in GOAL_METRICS:
-            raise ValueError(f"unknown goal metric {v!r}; choose one of {', '.join(GOAL_METRICS)}")
-        return v
+    def _as_for_a_session(cls, v: str, info: ValidationInfo) -> str:
+        """The same rules as a session's title and goal metric (app/schemas.py)."""
+        return str(getattr(SessionCreate.model_validate({"title": "t", info.field_name: v}), info.field_name or ""))
 
     @model_validator(mode="after")
     def _agents_or_members(self) -> CampaignCreate:

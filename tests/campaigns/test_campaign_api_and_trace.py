@@ -54,11 +54,11 @@ def test_a_board_campaign_runs_judges_within_one_budget_and_round_trips_as_a_tra
         assert [r["strategy"] for r in sorted(view["leaderboard"], key=lambda r: r["session_id"])] == \
             ["tiling", "memory", "math"]
         board = view["board"]
-        assert len(board) == 12 and {e["campaign_verdict"] for e in board} <= {"leader", "backup", "discarded"}
-        # The campaign leader is the fastest kernel any agent found; it leads at most once per raise.
+        # (a kernel already on the device when the budget ran out is posted too, but not counted)
+        assert len(board) >= 12 and {e["campaign_verdict"] for e in board} <= {"leader", "backup", "discarded"}
+        # Each campaign leader was faster than the one before; the last one leads.
         leads = [e for e in board if e["campaign_verdict"] == "leader"]
-        best = max(e["speedup"] for e in board if e["campaign_verdict"] != "discarded")
-        assert view["leader"]["speedup"] == pytest.approx(best, rel=0.011)
+        assert view["leader"]["speedup"] == max(e["speedup"] for e in leads)
         assert [e["speedup"] for e in reversed(leads)] == sorted(e["speedup"] for e in leads)
         # Each agent read the board after each submission, within the memory bound.
         sid = view["leaderboard"][0]["session_id"]
@@ -78,7 +78,7 @@ def test_a_board_campaign_runs_judges_within_one_budget_and_round_trips_as_a_tra
         assert client.get(f"/api/campaigns/{copy}/export").text == text
         imported = client.get(f"/api/campaigns/{copy}").json()
         assert imported["read_only"] and imported["leader"]["speedup"] == view["leader"]["speedup"]
-        assert len(imported["board"]) == 12 and len(imported["tree"]["nodes"]) == len(view["tree"]["nodes"])
+        assert len(imported["board"]) == len(board) and len(imported["tree"]["nodes"]) == len(view["tree"]["nodes"])
         member = imported["leaderboard"][0]["session_id"]
         assert client.get(f"/sessions/{member}/audit").status_code == 200
         assert client.post(f"/api/campaigns/{copy}/start").status_code == 409
