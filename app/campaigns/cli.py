@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from sqlmodel import Session
 
 from app.audit.cli import _database, _database_flags
+from app.db import Database
 
 
 def _spec(args: argparse.Namespace) -> dict[str, object]:
@@ -43,25 +44,20 @@ def cmd_create(args: argparse.Namespace) -> int:
     except (ValidationError, ValueError, OSError) as exc:
         print(f"socratic campaign create: {exc}", file=sys.stderr)
         return 2
-    opened = _database(args)
-    if opened is None:
-        return 2
-    database, _url = opened
-    try:
+    def work(database: Database) -> int:
         with Unit(database, EventHub()) as u:
-            campaign = create_campaign(u, spec, Settings.from_args(args))
-            cid = campaign.id
-    except Invalid as exc:
-        print(f"socratic campaign create: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        database.dispose()
-    print(f"created campaign {cid} ({spec.mode}); start it from /campaigns/{cid} or POST /api/campaigns/{cid}/start")
-    return 0
+            cid = create_campaign(u, spec, Settings.from_args(args)).id
+        print(f"created campaign {cid} ({spec.mode}); start it from /campaigns/{cid} or "
+              f"POST /api/campaigns/{cid}/start")
+        return 0
+
+    return _on_db(args, "create", work, (Invalid,), 2)
 
 
-def _on_db(args: argparse.Namespace, command: str, work: Callable[[Session], int]) -> int:
-    """Run `work` on the database the flags name; a missing campaign is exit status 1."""
+def _on_db(args: argparse.Namespace, command: str, work: Callable[[Database], int],
+           refused: tuple[type[Exception], ...] = (), status: int = 1) -> int:
+    """Run `work` on the database the flags name. A missing campaign is exit status 1; the
+    `refused` errors (a bad spec, a bad file) exit with `status`, their message on stderr."""
     from app.sessions import NotFound
 
     opened = _database(args)
@@ -69,13 +65,23 @@ def _on_db(args: argparse.Namespace, command: str, work: Callable[[Session], int
         return 2
     database, url = opened
     try:
-        with database.session() as db:
-            return work(db)
+        return work(database)
     except NotFound as exc:
         print(f"socratic campaign {command}: {exc} in {url}", file=sys.stderr)
         return 1
+    except refused as exc:
+        print(f"socratic campaign {command}: {exc}", file=sys.stderr)
+        return status
     finally:
         database.dispose()
+
+
+def _reading(work: Callable[[Session], int]) -> Callable[[Database], int]:
+    def run(database: Database) -> int:
+        with database.session() as db:
+            return work(db)
+
+    return run
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -87,7 +93,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             print(f"{c.id:>4}  {c.mode:<9} {c.status:<8} {c.evaluations:>4} evals  leader {lead:>8}  {c.title}")
         return 0
 
-    return _on_db(args, "list", work)
+    return _on_db(args, "list", _reading(work))
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -117,7 +123,7 @@ def cmd_show(args: argparse.Namespace) -> int:
                 print(audit_text(load_record(db, r["session_id"])), end="")
         return 0
 
-    return _on_db(args, "show", work)
+    return _on_db(args, "show", _reading(work))
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -132,7 +138,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             sys.stdout.write(text)
         return 0
 
-    return _on_db(args, "export", work)
+    return _on_db(args, "export", _reading(work))
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -144,22 +150,13 @@ def cmd_import(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as exc:
         print(f"socratic campaign import: {exc}", file=sys.stderr)
         return 1
-    opened = _database(args)
-    if opened is None:
-        return 2
-    database, _url = opened
-    try:
-        with database.session() as db:
-            campaign = import_campaign(db, text, Path(args.file).name)
-            db.commit()
-            cid = campaign.id
-    except TraceFormatError as exc:
-        print(f"socratic campaign import: {args.file}: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        database.dispose()
-    print(f"imported {Path(args.file).name} as campaign {cid} (read-only): /campaigns/{cid}")
-    return 0
+    def work(db: Session) -> int:
+        campaign = import_campaign(db, text, Path(args.file).name)
+        db.commit()
+        print(f"imported {Path(args.file).name} as campaign {campaign.id} (read-only): /campaigns/{campaign.id}")
+        return 0
+
+    return _on_db(args, "import", _reading(work), (TraceFormatError,), 1)
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
