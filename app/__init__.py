@@ -8,6 +8,7 @@ Start here (docs/server.md has the full module table and the import directions):
   sessions.py         what every action does to the database; new_session.py creates one
   steering/           the judge, the goal, triggers, suggestions, the question bank's adapter
   audit/              trace export/import and the audit pages
+  campaigns/          several agents, one budget and one board; the campaign judge; evolution
   settings.py         the one settings object; db.py the database (open_database); events.py the log
   models.py           tables; schemas.py what the API accepts and returns; context.py the services
   cli.py              `socratic`; serve.py (serve, db), bank_cli.py (bank), audit/cli.py (trace)

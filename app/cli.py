@@ -1,5 +1,5 @@
 """The `socratic` command: the harness's commands, the kernel family's, and the server's
-(serve, db, bank, trace). The harness registers only its own (harness/cli.py); the family's
+(serve, db, bank, trace, campaign). The harness registers only its own (harness/cli.py); the family's
 CLI lives beside the family (kernels/attention/family/cli.py)."""
 
 from __future__ import annotations
@@ -26,12 +26,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def app_command_registrars() -> list[Callable[[argparse._SubParsersAction], None]]:
-    """Server-side command groups (serve, db, bank, trace), each in its own module."""
+    """Server-side command groups (serve, db, bank, trace, campaign), each in its own module."""
     from app.audit.cli import add_commands as add_trace_commands
     from app.bank_cli import add_commands as add_bank_commands
+    from app.campaigns.cli import add_commands as add_campaign_commands
     from app.serve import add_commands as add_server_commands
 
-    return [add_server_commands, add_bank_commands, add_trace_commands]
+    return [add_server_commands, add_bank_commands, add_trace_commands, add_campaign_commands]
 
 
 def main(argv: list[str] | None = None) -> int:

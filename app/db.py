@@ -27,7 +27,7 @@ from app.settings import Settings
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # Modules whose import registers tables in SQLModel.metadata; missing optional ones are skipped.
-MODEL_MODULES = ("app.models", "question_bank.models", "app.audit.models")
+MODEL_MODULES = ("app.models", "question_bank.models", "app.audit.models", "app.campaigns.models")
 
 # How long a writer waits for SQLite's lock before failing (milliseconds).
 SQLITE_BUSY_TIMEOUT_MS = 5000

@@ -28,6 +28,7 @@ WRITE_KERNEL = "write_kernel"
 EDIT_KERNEL = "edit_kernel"
 EVALUATE = "evaluate"
 READ_FINDINGS = "read_findings"
+READ_BOARD = "read_board"  # a campaign's board: what the other agents concluded (app/tools/board.py)
 
 
 @dataclass

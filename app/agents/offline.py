@@ -10,11 +10,23 @@ the exponential, the grid, the causal mask, ...) moves its focus there, and one 
 what it has not tried moves it to its least explored layer. Information (not a question)
 is acknowledged and changes nothing: every large gain in the findings followed a question.
 
+Two options make it a campaign member and a fair control (docs/campaigns.md):
+- `policy: "autonomous"`: at its own plateau (`patience` evaluations without a new leader, or no
+  untried neighbour left) it moves on by itself instead of declaring the limit: to the layer with
+  the best recent gain on the board (when it has one left to try here), else to the layer it
+  explored least that still has untried neighbours. "No questions" then competes.
+- `board: true`: after each submission it reads the campaign's board (`read_board`); it never
+  retries a knob change that was discarded elsewhere, and tries first, in its own lineage, the
+  changes that worked elsewhere. A "Switch strategy: LAYER" message (the campaign plateau) moves
+  it to LAYER; a "Parent: ... knobs {...}" line (evolution) makes that setting its parent.
+
 Deterministic for a seed: candidates are ordered by a hash of (seed, setting)."""
 
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -22,6 +34,7 @@ from typing import Any
 
 from app.agents.base import (
     DECLARE_DONE,
+    READ_BOARD,
     SUBMIT_CANDIDATE,
     Agent,
     AgentConfigError,
@@ -94,6 +107,24 @@ def layer_mentions(text: str) -> Counter[str]:
     return Counter({layer: len(rx.findall(text)) for layer, rx in _LAYER_RE.items() if rx.search(text)})
 
 
+_SWITCH_RE = re.compile(r"^\s*Switch strategy:\s*(\w+)", re.IGNORECASE)
+_PARENT_RE = re.compile(r"^Parent:.*?knobs (\{.*\})\s*$", re.MULTILINE)
+POLICIES = ("questions", "autonomous")
+
+
+def split_parent(text: str) -> tuple[str, dict[str, Any] | None]:
+    """A message without its "Parent: ..." line, and the parent's knobs when the line names them."""
+    found = _PARENT_RE.search(text)
+    if found is None:
+        return text, None
+    try:
+        knobs = json.loads(found.group(1))
+    except json.JSONDecodeError:
+        knobs = None
+    rest = (text[:found.start()] + text[found.end():]).strip()
+    return rest, knobs if isinstance(knobs, dict) else None
+
+
 def asks_what_was_not_tried(text: str) -> bool:
     return bool(_NOT_TRIED_RE.search(text))
 
@@ -108,12 +139,15 @@ class OfflineConfig:
     start: str = "first-port"  # "first-port", "default", or a knob spec (key=value,... or JSON)
     focus: str = "tiling"
     batch: int = 1  # candidates per step (the runner evaluates them in turn)
+    policy: str = "questions"  # "questions": only a question moves it; "autonomous": its own plateau policy
+    board: bool = False  # read the campaign's board after each submission and use it
+    patience: int = 3  # autonomous: evaluations without a new leader before it moves on
 
     @classmethod
     def parse(cls, config: dict[str, Any]) -> OfflineConfig:
         if FAMILY_ERROR:
             raise AgentConfigError(FAMILY_ERROR)
-        known = {"seed", "start", "focus", "batch"}
+        known = {"seed", "start", "focus", "batch", "policy", "board", "patience"}
         unknown = set(config) - known
         if unknown:
             raise AgentConfigError(f"unknown offline option(s) {', '.join(sorted(unknown))}; "
@@ -130,7 +164,16 @@ class OfflineConfig:
             raise AgentConfigError(f"focus must be one of the family's layers: {', '.join(LAYERS)}")
         start = str(config.get("start", "first-port"))
         start_knobs(start)  # refuses an invalid setting now, not halfway through a session
-        return cls(seed, start, focus, batch)
+        policy = str(config.get("policy", "questions"))
+        if policy not in POLICIES:
+            raise AgentConfigError(f"policy must be one of {', '.join(POLICIES)}")
+        try:
+            patience = int(config.get("patience", 3))
+        except (TypeError, ValueError) as exc:
+            raise AgentConfigError("patience must be an integer") from exc
+        if patience < 1:
+            raise AgentConfigError("patience must be at least 1")
+        return cls(seed, start, focus, batch, policy, bool(config.get("board", False)), patience)
 
 
 def start_knobs(start: str) -> Knobs:
@@ -165,6 +208,11 @@ class OfflineAgent(Agent):
         self.calls = 0
         self.started = False
         self.moves: list[dict[str, Any]] = []  # how each question changed (or not) the focus
+        self.board_failed: list[list[str]] = []  # [knob, value] discarded elsewhere: never retried
+        self.board_worked: list[list[str]] = []  # [knob, value] that led or improved elsewhere: tried first
+        self.board_gains: dict[str, float] = {}  # layer -> best recent gain elsewhere (x over its parent)
+        self.foreign_parent = False  # the current parent came from another agent (evolution)
+        self.since_gain = 0  # evaluations since the last new leader (the autonomous plateau)
 
     # -- the step ---------------------------------------------------------------------------
 
@@ -178,6 +226,13 @@ class OfflineAgent(Agent):
                          f"the {self.focus} layer first.")
             return self._submit(words, [(knobs, "start", "", "")])
         fresh = self._untried_neighbours()
+        plateau = self.since_gain >= self.settings.patience
+        if self.settings.policy == "autonomous" and (not fresh or plateau):
+            moved = self._own_move()
+            if moved:
+                words.append(moved)
+                self.since_gain = 0
+                fresh = self._untried_neighbours()
         if fresh:
             self.declared = False
             self.circled = 0
@@ -209,11 +264,14 @@ class OfflineAgent(Agent):
             title = f"{layer}: {knob}={value}" if knob else "first port"
             args: dict[str, Any] = {"source": render(knobs), "title": title,
                                     "notes": f"greedy search in the {layer} layer; setting {knobs.slug()}"}
-            if self.has_leader:
+            if self.has_leader and not self.foreign_parent:
                 args["parent"] = "leader"
             self.pending[call_id] = {"knobs": knobs.to_dict(), "slug": knobs.slug(), "layer": layer,
                                      "knob": knob, "value": value}
             calls.append(ToolCall(SUBMIT_CANDIDATE, args, call_id))
+        if self.settings.board:  # what the others concluded meanwhile, for the next choice
+            self.calls += 1
+            calls.append(ToolCall(READ_BOARD, {"others_only": True}, f"offline-{self.calls}"))
         return AgentStep(" ".join(words).strip(), calls, Usage())
 
     def _finish(self, words: list[str], reason: str) -> AgentStep:
@@ -225,6 +283,10 @@ class OfflineAgent(Agent):
 
     def _learn(self, feedback: Feedback) -> None:
         for r in feedback.results:
+            if r.name == READ_BOARD:
+                if r.ok:
+                    self._read_board(r.data.get("entries") or [])
+                continue
             sent = self.pending.pop(r.call_id, None)
             if sent is None:
                 continue
@@ -233,13 +295,76 @@ class OfflineAgent(Agent):
             speedup = visible.get("geomean_vs_baseline")
             self.tried[sent["slug"]] = {**sent, "verdict": verdict, "speedup": speedup}
             self.layer_evals[sent["layer"]] += 1
+            self.since_gain += 1
             if verdict == "leader":
                 self.best, self.best_speedup, self.has_leader = sent["knobs"], speedup, True
+                self.foreign_parent = False
+                self.since_gain = 0
         self.pending.clear()
+
+    def _read_board(self, entries: list[dict[str, Any]]) -> None:
+        """Keep what the board says about single knob changes, and the recent gains per layer."""
+        failed: list[list[str]] = []
+        worked: list[list[str]] = []
+        gains: dict[str, float] = {}
+        for e in entries:
+            knobs = e.get("knobs") or {}
+            effects = [float(v) for v in (e.get("effects") or {}).values() if v]
+            gain = math.exp(sum(math.log(v) for v in effects) / len(effects)) if effects else None
+            if len(knobs) == 1:
+                [(knob, value)] = knobs.items()
+                pair = [str(knob), str(value)]
+                if e.get("campaign_verdict") == "discarded":
+                    failed.append(pair)
+                elif e.get("campaign_verdict") == "leader" or (gain is not None and gain > 1.01):
+                    worked.append(pair)
+            layer = str(e.get("layer") or "")
+            if layer in LAYERS and gain is not None and gain > 1.01:
+                gains[layer] = max(gains.get(layer, 0.0), gain)
+        self.board_failed, self.board_worked, self.board_gains = failed, worked, gains
+
+    def _own_move(self) -> str:
+        """The autonomous plateau policy: the layer with the best recent gain on the board that
+        still has untried neighbours here, else the least explored layer that has some."""
+        here = self.focus
+        options = {layer: len(self._untried_neighbours(layer)) for layer in LAYERS if layer != here}
+        options = {layer: n for layer, n in options.items() if n}
+        if not options:
+            return ""
+        by_gain = [layer for layer in options if self.board_gains.get(layer, 0.0) > 1.01]
+        if by_gain:
+            target = max(by_gain, key=lambda layer: (self.board_gains[layer], -LAYERS.index(layer)))
+            why = f"the board's best recent gain elsewhere is in {target} (x{self.board_gains[target]:.2f})"
+        else:
+            target = min(options, key=lambda layer: (self.layer_evals[layer], -options[layer], LAYERS.index(layer)))
+            why = f"{target} is the layer I explored least ({self.layer_evals[target]} evaluations)"
+        self.focus, self.declared, self.circled = target, False, 0
+        self.moves.append({"text": "", "from": here, "to": target, "why": f"own policy: {why}"})
+        return f"My {here} search has stalled; by my own policy I move to {target}: {why}."
 
     def _hear(self, m: SteeringMessage) -> str:
         """Decide where a message moves the focus; returns the agent's answer to it."""
         before = self.focus
+        text, parent = split_parent(m.text)
+        m = SteeringMessage(m.intervention_id, m.kind, m.mode, text, m.author)
+        adopted = ""
+        if parent is not None:
+            try:
+                self.best = knobs_from_mapping(parent).to_dict()
+            except KnobError:
+                adopted = " The parent's knobs are not a valid setting; I keep my own."
+            else:
+                self.foreign_parent = True
+                adopted = " I start from the parent you give me."
+        switch = _SWITCH_RE.match(m.text)
+        if switch and switch.group(1).lower() in LAYERS:
+            target = switch.group(1).lower()
+            self.focus, self.declared, self.circled = target, False, 0
+            self.moves.append({"text": m.text, "from": before, "to": target, "why": "the campaign switched me"})
+            return f"The campaign switches me from {before} to {target}." + adopted
+        return self._hear_words(m, before) + adopted
+
+    def _hear_words(self, m: SteeringMessage, before: str) -> str:
         if m.kind != "question":
             self.moves.append({"text": m.text, "from": before, "to": before, "why": "information"})
             return f"Noted: \u201c{m.text[:80]}\u201d. I keep tuning {before}."
@@ -263,16 +388,22 @@ class OfflineAgent(Agent):
         self.moves.append({"text": m.text, "from": before, "to": target, "why": why})
         return f"Your question moves me from {before} to {target} ({why})."
 
-    def _untried_neighbours(self) -> list[tuple[Knobs, str, str, str]]:
+    def _untried_neighbours(self, layer: str | None = None) -> list[tuple[Knobs, str, str, str]]:
+        """The leader's neighbours in the layer not yet measured, less the changes discarded
+        elsewhere; those that worked elsewhere first, then in the seed's order."""
+        layer = layer or self.focus
         best = knobs_from_mapping(self.best)
         out = []
-        for n in neighbours(best, self.focus):
+        for n in neighbours(best, layer):
             if n.slug() in self.tried:
                 continue
             knob = next(k for k, v in n.to_dict().items() if v != self.best[k])
-            out.append((n, self.focus, knob, str(getattr(n, knob))))
+            pair = [knob, str(getattr(n, knob))]
+            if pair in self.board_failed:
+                continue
+            out.append((n, layer, knob, pair[1]))
         seed = self.settings.seed
-        return sorted(out, key=lambda t: _order_key(seed, t[0]))
+        return sorted(out, key=lambda t: ([t[2], t[3]] not in self.board_worked, _order_key(seed, t[0])))
 
     def _layer_tried(self, layer: str) -> list[dict[str, Any]]:
         return [t for t in self.tried.values() if t["layer"] == layer and KNOB_LAYER.get(t["knob"]) == layer]
@@ -283,7 +414,10 @@ class OfflineAgent(Agent):
         return {"best": self.best, "best_speedup": self.best_speedup, "has_leader": self.has_leader,
                 "focus": self.focus, "tried": self.tried, "pending": self.pending,
                 "layer_evals": dict(self.layer_evals), "declared": self.declared, "circled": self.circled,
-                "calls": self.calls, "started": self.started, "moves": self.moves}
+                "calls": self.calls, "started": self.started, "moves": self.moves,
+                "board_failed": self.board_failed, "board_worked": self.board_worked,
+                "board_gains": self.board_gains, "foreign_parent": self.foreign_parent,
+                "since_gain": self.since_gain}
 
     def restore(self, state: dict[str, Any]) -> None:
         self.best = dict(state.get("best", self.best))
@@ -298,3 +432,8 @@ class OfflineAgent(Agent):
         self.calls = int(state.get("calls", 0))
         self.started = bool(state.get("started", False))
         self.moves = list(state.get("moves", []))
+        self.board_failed = [list(p) for p in state.get("board_failed", [])]
+        self.board_worked = [list(p) for p in state.get("board_worked", [])]
+        self.board_gains = {str(k): float(v) for k, v in state.get("board_gains", {}).items()}
+        self.foreign_parent = bool(state.get("foreign_parent", False))
+        self.since_gain = int(state.get("since_gain", 0))

@@ -406,11 +406,19 @@ class TraceTooLarge(TraceFormatError):
 def import_trace_once(db: Session, text: str, file_name: str = "") -> SteeringSession:
     """import_trace, unless a trace with the same bytes is already in this database
     (TraceAlreadyImported names its session). What the import page and the CLI call."""
+    earlier = earlier_import(db, text)
+    if earlier is not None:
+        raise TraceAlreadyImported(*earlier)
+    return import_trace(db, text, file_name)
+
+
+def earlier_import(db: Session, text: str) -> tuple[int, str] | None:
+    """(session id, file name) of a trace with the same bytes already imported here, or None."""
     digest = hashlib.sha256(text.encode()).hexdigest()
     earlier = db.exec(select(TraceImport).where(TraceImport.file_sha256 == digest)).first()
     if earlier is not None and db.get(SteeringSession, earlier.session_id) is not None:
-        raise TraceAlreadyImported(earlier.session_id, earlier.file_name)
-    return import_trace(db, text, file_name)
+        return earlier.session_id, earlier.file_name
+    return None
 
 
 def check_shows(db: Session, session: SteeringSession) -> None:

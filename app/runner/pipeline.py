@@ -8,6 +8,8 @@
   re-time    a contender is timed again, interleaved with the previous leader
   verdict    the candidate's verdict, the leader, credit for the questions before it
   goal       the goal check on a new leader, then the plateau and suspicious-win triggers
+  campaign   for a member of a campaign: the campaign judge (re-time against the campaign
+             leader), the board, and the campaign's budget, goal, plateau or evolution
 
 It is called by the agent tools (app/tools/) and calls only downward: sessions, steering,
 the device queue and the harness. It never reaches the runner; a stop arrives as `cancel`."""
@@ -22,10 +24,13 @@ from collections.abc import Callable
 from typing import Any
 
 from app.agents.base import ToolError
+from app.campaigns import hooks as campaign_hooks
+from app.campaigns import judge as campaign_judge
 from app.context import ServerContext
 from app.events import LiveNote, Unit
 from app.kernel_names import kernel_path
 from app.models import (
+    BACKUP,
     CUDA,
     DONE,
     EVALUATED,
@@ -101,12 +106,15 @@ class CandidatePipeline:
         """Store (or find again), evaluate, judge and record a candidate; check the goal and triggers."""
         candidate = self.store(call_id, args)
         if candidate.status == EVALUATED:  # judged before a restart; its result was not yet saved
-            return Verdicted(candidate, self.stored_report(candidate))
+            stored = self.stored_report(candidate)
+            await self.campaign_verdict(candidate, stored, None)  # posts nothing twice
+            return Verdicted(candidate, stored)
         report = await self.evaluate(candidate, self.baseline(), purpose="suite")
         with self.services.unit() as u:
             session = get_session(u.db, self.session_id)
             has_leader = session.leader_id is not None
             leader_before = session.leader_speedup
+            leader_id_before = session.leader_id
             t = thresholds(session)
         first = judge(report, leader_before, has_leader, JudgeSettings(min_gain=t.min_leader_gain))
         self.store_evaluation(candidate, report, "suite", "baseline", first)
@@ -116,7 +124,32 @@ class CandidatePipeline:
             retime = await self.evaluate(candidate, previous, purpose="retime")
             final = confirm(retime, first)
             self.store_evaluation(candidate, retime, "retime", f"leader {previous.label}", final)
-        return Verdicted(self.record_verdict(candidate, report, final, leader_before), report)
+        judged = self.record_verdict(candidate, report, final, leader_before)
+        await self.campaign_verdict(judged, report, leader_id_before if first.verdict == CONTENDER else None)
+        return Verdicted(judged, report)
+
+    async def campaign_verdict(self, c: Candidate, report: EvaluationReport | None,
+                               retimed_against: int | None) -> None:
+        """A member of a campaign: the campaign judge (re-timing a contender interleaved against the
+        campaign leader, the same re-time as above), then the board, the campaign leader, budget, goal,
+        and evolution's next child or the plateau's strategy switch (app/campaigns/hooks.py)."""
+        with self.services.database.session() as db:
+            look = campaign_hooks.first_look(db, self.session_id, c.id or 0, retimed_against)
+        if look is None:
+            return
+        if look.retime_against is not None:
+            leader = look.retime_against
+            label = f"campaign leader: session {leader.session_id} #{leader.number}"
+            try:
+                retime = await self.evaluate(c, self.implementation(leader), purpose="retime")
+            except Stopped:
+                look = campaign_judge.CampaignJudgement(BACKUP, "not re-timed against the campaign leader: "
+                                                                "the session ended first")
+            else:
+                look = campaign_judge.after_retime(look, c, retime)
+                self.store_evaluation(c, retime, "retime", label, Judgement(look.verdict, look.reason, c.speedup))
+        with self.services.unit() as u:
+            campaign_hooks.record(u, self.session_id, c.id or 0, report, look)
 
     def stored_report(self, c: Candidate) -> EvaluationReport | None:
         with self.services.database.session() as db:
@@ -185,7 +218,7 @@ class CandidatePipeline:
     def implementation(self, c: Candidate) -> ev.Implementation:
         if c.kind == PYTHON_CPU:
             return ev.Implementation(PYTHON_CPU, c.source, f"candidate-{c.number}")
-        path = self.services.settings.sources_dir / f"session-{self.session_id}" / f"candidate-{c.number}.cu"
+        path = self.services.settings.sources_dir / f"session-{c.session_id}" / f"candidate-{c.number}.cu"
         if not path.is_file() or path.read_text() != c.source:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(c.source)

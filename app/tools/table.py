@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from app.agents.base import DECLARE_DONE, LIST_CANDIDATES, READ_CANDIDATE, ToolCall, ToolError, ToolResult
-from app.tools import candidates, workspace
+from app.tools import board, candidates, workspace
 from app.tools.base import Tool, ToolContext, refused
 
-TOOLS: dict[str, Tool] = {t.name: t for t in (*candidates.TOOLS, *workspace.TOOLS)}
+TOOLS: dict[str, Tool] = {t.name: t for t in (*candidates.TOOLS, *workspace.TOOLS, *board.TOOLS)}
 
 # What a model-driven agent (Claude, an MCP client) is offered, in the order it reads them.
 WORKSPACE_TOOLS: list[Tool] = [TOOLS[name] for name in (
     workspace.READ_KERNEL, workspace.WRITE_KERNEL, workspace.EDIT_KERNEL, workspace.EVALUATE,
-    LIST_CANDIDATES, READ_CANDIDATE, workspace.READ_FINDINGS, workspace.CONSULT_BANK, DECLARE_DONE,
+    LIST_CANDIDATES, READ_CANDIDATE, workspace.READ_FINDINGS, workspace.CONSULT_BANK, board.READ_BOARD, DECLARE_DONE,
 )]
 WORKSPACE_TOOL_SPECS = [t.spec() for t in WORKSPACE_TOOLS]
 WORKSPACE_TOOL_NAMES = frozenset(t.name for t in WORKSPACE_TOOLS)

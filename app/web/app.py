@@ -23,7 +23,7 @@ from app.runner.states import InvalidTransition
 from app.sessions import Conflict, Invalid, NotFound
 from app.settings import Settings
 from app.steering import bank
-from app.web import api, bank_api, bank_pages, cluster_view, identity, pages, render, workbench, ws
+from app.web import api, bank_api, bank_pages, campaigns, cluster_view, identity, pages, render, workbench, ws
 from app.web import mcp as mcp_web
 from app.web.hosts import HostOriginGuard
 from app.web.limits import InputLimits
@@ -68,6 +68,8 @@ def create_app(settings: Settings | None = None, *, devices: DeviceQueue | None 
     app.add_middleware(HostOriginGuard, settings=settings)  # outermost: a foreign Host gets nothing
     app.mount("/static", StaticFiles(directory=str(render.STATIC_DIR)), name="static")
     app.include_router(api.router)
+    app.include_router(campaigns.api)
+    app.include_router(campaigns.pages)
     app.include_router(ws.router)
     app.include_router(pages.router)
     app.include_router(cluster_view.router)

@@ -1,0 +1,154 @@
+"""The board: each judged candidate of a campaign member posts a conclusion (what changed, its
+effect per scenario category, its verdicts); agents read it through the `read_board` tool
+(app/tools/board.py), filtered by layer, category and outcome, within the campaign's memory
+bound (the last K entries, or all of them)."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from collections import defaultdict
+from typing import Any
+
+from sqlmodel import Session, col, select
+
+from app.campaigns.models import DISCARDED, LEADER, BoardEntry, Campaign, CampaignMember
+from app.models import Candidate
+from app.sessions import latest_evaluation
+from harness.report import EvaluationReport
+
+try:
+    from kernels.attention.family import KNOB_LAYER
+except ImportError:  # pragma: no cover - the family ships with the repository
+    KNOB_LAYER = {}
+
+OUTCOMES = ("leader", "backup", "discarded", "improved", "worse")
+EFFECT_NOISE = 0.01  # an effect within 1% of no change is no effect
+
+
+def knobs_of_source(text: str) -> dict[str, Any] | None:
+    """The knob setting a rendered family kernel records in its header comment, read back
+    through the family's parser (a record with mma=mma_sync leaves the Hopper knobs out: they
+    are at their defaults then), or None."""
+    if "Knob setting:" not in text:
+        return None
+    body = []
+    for line in text.split("Knob setting:", 1)[1].splitlines()[1:]:
+        if not line.startswith("//   "):
+            break
+        body.append(line[5:])
+    try:
+        data = json.loads("\n".join(body))
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    from kernels.attention.family.space import knobs_from_mapping
+
+    try:
+        return knobs_from_mapping(data).to_dict()
+    except (ValueError, TypeError, KeyError):  # a record the family no longer accepts: as written
+        return dict(data)
+
+
+def describe_change(source: str, parent_source: str | None, title: str) -> tuple[str, dict[str, Any], str]:
+    """(layer, changed knobs, one-line summary) of a candidate against its parent."""
+    mine = knobs_of_source(source)
+    theirs = knobs_of_source(parent_source) if parent_source is not None else None
+    if mine is not None and theirs is not None:
+        changed = {k: v for k, v in mine.items() if theirs.get(k) != v}
+        layers = sorted({KNOB_LAYER.get(k, "") for k in changed} - {""})
+        summary = ", ".join(f"{k}={v}" for k, v in changed.items()) or "no knob changed"
+        return (layers[0] if len(layers) == 1 else ",".join(layers)), changed, summary
+    if parent_source is None:
+        return "", {}, title or "a first kernel"
+    diff = [d for d in difflib.unified_diff(parent_source.splitlines(), source.splitlines(), lineterm="", n=0)
+            if d[:1] in "+-" and not d.startswith(("+++", "---"))]
+    added = sum(1 for d in diff if d.startswith("+"))
+    return "", {}, f"{title or 'edit'}: +{added}/-{len(diff) - added} lines"
+
+
+def category_speedups(report: EvaluationReport, visible_only: bool = False) -> dict[str, float]:
+    """Geomean speedup over the baseline per scenario category (passed scenarios only). The
+    board uses visible scenarios only: agents read it, and never learn about hidden ones."""
+    logs: dict[str, list[float]] = defaultdict(list)
+    for r in report.scenarios:
+        if visible_only and r.hidden:
+            continue
+        if r.speedup_vs_baseline and r.speedup_vs_baseline > 0:
+            logs[r.category].append(math.log(r.speedup_vs_baseline))
+    return {cat: round(math.exp(sum(v) / len(v)), 4) for cat, v in sorted(logs.items())}
+
+
+def suite_report(db: Session, candidate_id: int | None) -> EvaluationReport | None:
+    row = latest_evaluation(db, candidate_id, "suite") if candidate_id else None
+    return EvaluationReport.from_dict(row.report) if row is not None else None
+
+
+def post(db: Session, campaign: Campaign, member: CampaignMember, cand: Candidate,
+         report: EvaluationReport | None, campaign_verdict: str, parent: Candidate | None = None) -> BoardEntry:
+    """The candidate's conclusion on the board (the caller's transaction). The change is read
+    against `parent` (evolution: the parent the judge chose), else the candidate's own parent."""
+    if parent is None and cand.parent_id:
+        parent = db.get(Candidate, cand.parent_id)
+    layer, knobs, summary = describe_change(cand.source, parent.source if parent else None, cand.title)
+    effects: dict[str, float] = {}
+    if report is not None and campaign_verdict != DISCARDED:
+        mine = category_speedups(report, visible_only=True)
+        p = suite_report(db, parent.id if parent else None)
+        base = category_speedups(p, visible_only=True) if p is not None else {}
+        effects = {cat: round(v / base.get(cat, 1.0), 4) for cat, v in mine.items()}
+    entry = BoardEntry(campaign_id=campaign.id or 0, session_id=cand.session_id, candidate_id=cand.id,
+                       candidate_number=cand.number, author=member.name, layer=layer, knobs=knobs,
+                       summary=summary[:300], effects=effects, verdict=cand.verdict or "",
+                       campaign_verdict=campaign_verdict, speedup=cand.speedup)
+    db.add(entry)
+    db.flush()
+    return entry
+
+
+def visible_entries(db: Session, campaign: Campaign) -> list[BoardEntry]:
+    """The board as agents see it: the newest `memory_k` entries (all when unbounded), oldest first."""
+    stmt = select(BoardEntry).where(BoardEntry.campaign_id == campaign.id).order_by(col(BoardEntry.id).desc())
+    if campaign.memory_k is not None:
+        stmt = stmt.limit(campaign.memory_k)
+    return list(reversed(db.exec(stmt).all()))
+
+
+def matches(e: BoardEntry, layer: str | None, category: str | None, outcome: str | None) -> bool:
+    if layer and layer not in e.layer.split(","):
+        return False
+    if category and category not in e.effects:
+        return False
+    if outcome in (LEADER, "backup", DISCARDED) and e.campaign_verdict != outcome:
+        return False
+    gains = [e.effects[category]] if category else list(e.effects.values())
+    if outcome == "improved" and not any(g > 1 + EFFECT_NOISE for g in gains):
+        return False
+    return not (outcome == "worse" and not (gains and all(g < 1 - EFFECT_NOISE for g in gains)))
+
+
+def read(db: Session, campaign: Campaign, *, layer: str | None = None, category: str | None = None,
+         outcome: str | None = None) -> list[BoardEntry]:
+    return [e for e in visible_entries(db, campaign) if matches(e, layer, category, outcome)]
+
+
+def entry_dict(e: BoardEntry) -> dict[str, Any]:
+    return {"id": e.id, "session_id": e.session_id, "candidate": e.candidate_number, "author": e.author,
+            "layer": e.layer, "knobs": e.knobs, "summary": e.summary, "effects": e.effects,
+            "verdict": e.verdict, "campaign_verdict": e.campaign_verdict, "speedup": e.speedup}
+
+
+def entry_line(e: BoardEntry) -> str:
+    effects = ", ".join(f"{cat} x{v:.2f}" for cat, v in e.effects.items()) or "no effect measured"
+    where = f"[{e.layer}] " if e.layer else ""
+    return f"{e.author} #{e.candidate_number}: {where}{e.summary} -> {e.campaign_verdict} ({effects})"
+
+
+def member_of(db: Session, session_id: int) -> tuple[Campaign, CampaignMember] | None:
+    member = db.exec(select(CampaignMember).where(CampaignMember.session_id == session_id)).first()
+    if member is None:
+        return None
+    campaign = db.get(Campaign, member.campaign_id)
+    return (campaign, member) if campaign is not None else None

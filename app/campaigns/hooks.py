@@ -1,0 +1,177 @@
+"""What the candidate pipeline (app/runner/pipeline.py) calls after a member session's verdict:
+`first_look` (the campaign judge's verdict, or the leader to re-time against) and `record`
+(post to the board, move the campaign leader, the budget and the goal over all members, then
+evolution's next child or the plateau's strategy switch). Idempotent per candidate: a verdict
+replayed after a restart posts nothing twice."""
+
+from __future__ import annotations
+
+from sqlmodel import Session, col, select
+
+from app.campaigns import board, evolution
+from app.campaigns.judge import CampaignJudgement, first_verdict, on_plateau
+from app.campaigns.models import (
+    BACKUP,
+    CAMPAIGN_VERDICTS,
+    EVOLUTION_MODE,
+    FINISHED,
+    LEADER,
+    BoardEntry,
+    Campaign,
+    CampaignMember,
+)
+from app.events import Unit
+from app.models import Candidate, SteeringSession
+from app.runner.states import FINAL_STATES
+from app.schemas import InterventionCreate
+from app.sessions import Conflict, send_message, stop
+from app.steering import goal as goals
+from harness.report import EvaluationReport
+
+try:
+    from kernels.attention.family import LAYERS as STRATEGIES
+except ImportError:  # pragma: no cover - the family ships with the repository
+    STRATEGIES = ("tiling", "memory", "math", "scheduling", "masking")
+
+SWITCH_PREFIX = "Switch strategy:"  # the offline agent reads the layer after it (app/agents/offline.py)
+
+
+def first_look(db: Session, session_id: int, candidate_id: int, retimed_against: int | None) -> \
+        CampaignJudgement | None:
+    """None when the session is in no campaign (or the candidate is on the board already)."""
+    found = board.member_of(db, session_id)
+    if found is None or found[0].read_only:
+        return None
+    if db.exec(select(BoardEntry.id).where(BoardEntry.candidate_id == candidate_id)).first() is not None:
+        return None
+    cand = db.get(Candidate, candidate_id)
+    if cand is None:
+        return None
+    return first_verdict(db, found[0], cand, retimed_against)
+
+
+def record(u: Unit, session_id: int, candidate_id: int, report: EvaluationReport | None,
+           judgement: CampaignJudgement) -> BoardEntry | None:
+    found = board.member_of(u.db, session_id)
+    cand = u.db.get(Candidate, candidate_id)
+    session = u.db.get(SteeringSession, session_id)
+    if found is None or cand is None or session is None:
+        return None
+    campaign, member = found
+    if judgement.verdict not in CAMPAIGN_VERDICTS:
+        raise ValueError(f"a campaign verdict is one of {', '.join(CAMPAIGN_VERDICTS)}, not {judgement.verdict!r}")
+    if u.db.exec(select(BoardEntry.id).where(BoardEntry.candidate_id == candidate_id)).first() is not None:
+        return None
+    judgement = still_leads(campaign, cand, judgement)
+    parent = None
+    if campaign.mode == EVOLUTION_MODE and (m := evolution.link_child(u.db, campaign, cand)) is not None:
+        parent = u.db.get(Candidate, m.parent_candidate_id) if m.parent_candidate_id else None
+    verdict = BACKUP if campaign.status == FINISHED and judgement.verdict == LEADER else judgement.verdict
+    entry = board.post(u.db, campaign, member, cand, report, verdict, parent)
+    if campaign.status == FINISHED:
+        # Judged after the budget was spent (it was already on the device): on the board for the
+        # record, but it neither counts nor leads, so every campaign gets the same budget.
+        u.record(session, "board", {"entry_id": entry.id, "number": cand.number, "campaign_verdict": verdict,
+                                    "reason": f"{judgement.reason}; after the campaign ended, not counted",
+                                    "line": board.entry_line(entry)})
+        return entry
+    campaign.evaluations += 1
+    u.record(session, "board", {"entry_id": entry.id, "number": cand.number, "campaign_verdict": judgement.verdict,
+                                "reason": judgement.reason, "line": board.entry_line(entry)})
+    if judgement.verdict == LEADER:
+        previous = campaign.leader_candidate_id
+        campaign.leader_candidate_id, campaign.leader_session_id = cand.id, session_id
+        campaign.leader_speedup, campaign.last_leader_at = cand.speedup, campaign.evaluations
+        u.record(session, "campaign_leader", {"campaign_id": campaign.id, "number": cand.number,
+                                              "speedup": cand.speedup, "previous_candidate_id": previous})
+    u.db.add(campaign)
+    if judgement.verdict == LEADER and campaign.goal_target is not None and report is not None:
+        check = goals.check(report, campaign.goal_metric, campaign.goal_target)
+        if check.met:
+            finish(u, campaign, f"goal met by {member.name} candidate #{cand.number}: {check.reason}")
+            return entry
+    if campaign.budget_evaluations is not None and campaign.evaluations >= campaign.budget_evaluations:
+        finish(u, campaign, f"the campaign's budget of {campaign.budget_evaluations} evaluations is spent")
+        return entry
+    if campaign.mode == EVOLUTION_MODE:
+        if session.status not in FINAL_STATES:
+            evolution.next_child(u, campaign, member)
+    elif on_plateau(campaign):
+        switch_stalled(u, campaign)
+    return entry
+
+
+def still_leads(campaign: Campaign, cand: Candidate, judgement: CampaignJudgement) -> CampaignJudgement:
+    """A verdict reached against the campaign leader of its first look: another member's kernel
+    may have taken the lead while this one was re-timed (members are judged concurrently). Then
+    it leads only if it also beats the leader of now; otherwise it joins the backups."""
+    if (judgement.verdict != LEADER or campaign.leader_candidate_id in (None, cand.id)
+            or campaign.leader_speedup is None or cand.speedup is None):
+        return judgement
+    target = campaign.leader_speedup * (1.0 + campaign.min_leader_gain)
+    if cand.speedup > target:
+        return judgement
+    return CampaignJudgement(BACKUP, f"{judgement.reason}; but while it was judged another agent's kernel took "
+                                     f"the campaign lead at {campaign.leader_speedup:.3f}x (needs > {target:.3f}x)")
+
+
+def members_of(db: Session, campaign_id: int) -> list[CampaignMember]:
+    return list(db.exec(select(CampaignMember).where(CampaignMember.campaign_id == campaign_id)
+                        .order_by(col(CampaignMember.id))).all())
+
+
+def finish(u: Unit, campaign: Campaign, reason: str) -> None:
+    """The campaign ends: every member still going is stopped (its runner sees it at its next boundary)."""
+    campaign.status, campaign.detail = FINISHED, reason
+    u.db.add(campaign)
+    for m in members_of(u.db, campaign.id or 0):
+        s = u.db.get(SteeringSession, m.session_id)
+        if s is not None and s.status not in FINAL_STATES:
+            try:
+                stop(u, m.session_id, "campaign", reason)
+            except Conflict:
+                continue
+
+
+def stalled(db: Session, campaign: Campaign, member: CampaignMember) -> bool:
+    """No session leader in the member's last few board entries (its share of the window)."""
+    n = max(2, campaign.plateau_window // max(1, len(members_of(db, campaign.id or 0))))
+    recent = db.exec(select(BoardEntry.verdict).where(BoardEntry.campaign_id == campaign.id,
+                                                      BoardEntry.session_id == member.session_id)
+                     .order_by(col(BoardEntry.id).desc()).limit(n)).all()
+    return len(recent) == n and LEADER not in recent
+
+
+def untried_strategy(members: list[CampaignMember], offset: int) -> str:
+    tried: dict[str, int] = {s: 0 for s in STRATEGIES}
+    for m in members:
+        for s in m.tried:
+            if s in tried:
+                tried[s] += 1
+    order = list(STRATEGIES[offset % len(STRATEGIES):]) + list(STRATEGIES[:offset % len(STRATEGIES)])
+    return min(order, key=lambda s: (tried[s], order.index(s)))
+
+
+def switch_stalled(u: Unit, campaign: Campaign) -> list[tuple[str, str]]:
+    """A campaign plateau: each stalled agent is switched to a strategy nobody has tried (the
+    least tried when all were). The window restarts."""
+    members = members_of(u.db, campaign.id or 0)
+    switched = []
+    for i, m in enumerate(members):
+        session = u.db.get(SteeringSession, m.session_id)
+        if session is None or session.status in FINAL_STATES or not stalled(u.db, campaign, m):
+            continue
+        strategy = untried_strategy(members, i)
+        m.tried = [*m.tried, strategy]
+        u.db.add(m)
+        text = (f"{SWITCH_PREFIX} {strategy}. The campaign has plateaued ({campaign.plateau_window} evaluations "
+                f"without a new campaign leader); the {strategy} layer is the one the agents have tried least.")
+        send_message(u, m.session_id, InterventionCreate(text=text, kind="information", author="campaign"))
+        u.record(session, "campaign_switch", {"campaign_id": campaign.id, "strategy": strategy,
+                                              "window": campaign.plateau_window})
+        switched.append((m.name, strategy))
+    campaign.last_leader_at = campaign.evaluations
+    campaign.detail = ("plateau: switched " + ", ".join(f"{n} to {s}" for n, s in switched)) if switched else \
+        "plateau: no agent was stalled"
+    u.db.add(campaign)
+    return switched

@@ -1,0 +1,59 @@
+"""The campaign judge, over the candidates of every member: a failure is discarded; a correct
+kernel not faster than the campaign leader goes to the backup pool; a faster one is re-timed
+interleaved against the campaign leader (the pipeline's re-time) and leads the campaign only
+if it still wins. And the campaign plateau: the last `plateau_window` campaign evaluations
+brought no new campaign leader."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlmodel import Session
+
+from app.campaigns.models import BACKUP, DISCARDED, LEADER, Campaign
+from app.models import REJECTED, Candidate
+from app.steering.judge import CONTENDER, Judgement, confirm
+from harness.report import EvaluationReport
+
+
+@dataclass(frozen=True)
+class CampaignJudgement:
+    verdict: str  # discarded | backup | leader, or "contender" until re-timed
+    reason: str
+    retime_against: Candidate | None = None  # the campaign leader to re-time against
+
+
+def first_verdict(db: Session, campaign: Campaign, cand: Candidate, session_retimed_against: int | None) -> \
+        CampaignJudgement:
+    """The verdict before any campaign re-time. `session_retimed_against` is the candidate the
+    session's own judge re-timed this one against (its previous session leader), if any."""
+    if cand.verdict == REJECTED or cand.speedup is None or cand.passed < cand.scenario_count:
+        return CampaignJudgement(DISCARDED, f"discarded: {cand.verdict_reason or 'not correct'}")
+    if campaign.leader_candidate_id is None or campaign.leader_speedup is None:
+        return CampaignJudgement(LEADER, f"the campaign's first correct kernel: {cand.speedup:.3f}x")
+    target = campaign.leader_speedup * (1.0 + campaign.min_leader_gain)
+    if cand.speedup <= target:
+        return CampaignJudgement(BACKUP, f"correct but not faster than the campaign leader: {cand.speedup:.3f}x vs "
+                                         f"{campaign.leader_speedup:.3f}x (needs > {target:.3f}x)")
+    if cand.id == campaign.leader_candidate_id:
+        return CampaignJudgement(LEADER, "already the campaign leader")
+    if session_retimed_against == campaign.leader_candidate_id and cand.verdict == LEADER:
+        return CampaignJudgement(LEADER, f"{cand.speedup:.3f}x; already re-timed interleaved against the "
+                                         "campaign leader by its session's judge")
+    leader = db.get(Candidate, campaign.leader_candidate_id)
+    if leader is None:
+        return CampaignJudgement(LEADER, f"{cand.speedup:.3f}x; the previous campaign leader is gone")
+    return CampaignJudgement(CONTENDER, f"{cand.speedup:.3f}x vs the campaign leader's "
+                                        f"{campaign.leader_speedup:.3f}x; re-timing against it", leader)
+
+
+def after_retime(first: CampaignJudgement, cand: Candidate, retime: EvaluationReport) -> CampaignJudgement:
+    """The final verdict of a contender from its interleaved re-time against the campaign leader."""
+    final = confirm(retime, Judgement(CONTENDER, first.reason, cand.speedup, needs_retime=True))
+    verdict = {LEADER: LEADER, REJECTED: DISCARDED}.get(final.verdict, BACKUP)
+    return CampaignJudgement(verdict, final.reason.replace("previous leader", "campaign leader")
+                             .replace("the leader", "the campaign leader"))
+
+
+def on_plateau(campaign: Campaign) -> bool:
+    return campaign.evaluations - campaign.last_leader_at >= campaign.plateau_window

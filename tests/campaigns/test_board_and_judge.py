@@ -1,0 +1,168 @@
+"""The board (posting, filters, the memory bound), the campaign judge (each verdict), the
+campaign plateau's strategy switch, and the tree's ghost nodes, on a real SQLite file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlmodel import select
+
+from app.agents.base import Feedback, SteeringMessage, ToolResult
+from app.agents.offline import OfflineAgent, start_knobs
+from app.campaigns import board, hooks
+from app.campaigns.judge import CONTENDER, after_retime, first_verdict
+from app.campaigns.models import BACKUP, DISCARDED, LEADER, Campaign, CampaignMember
+from app.campaigns.views import campaign_view
+from app.models import REJECTED, Intervention
+from kernels.attention.family import LAYERS
+from tests.campaigns.support import database, judged, new_campaign, report, unit
+from tests.test_agents_offline import TASK
+
+START = start_knobs("first-port").to_dict()
+
+
+def members(db, campaign_id):  # type: ignore[no-untyped-def]
+    with db.session() as s:
+        return list(s.exec(select(CampaignMember).where(CampaignMember.campaign_id == campaign_id)))
+
+
+def test_each_judged_candidate_posts_a_conclusion_that_agents_read_filtered_and_bounded(tmp_path: Path) -> None:
+    db, settings = database(tmp_path)
+    c = new_campaign(db, settings, memory_k=3)
+    a, b, _ = members(db, c.id)
+    with unit(db) as u:
+        first, rep = judged(u, a.session_id, START, LEADER)
+        hooks.record(u, a.session_id, first.id or 0, rep, first_verdict(u.db, u.db.get(Campaign, c.id), first, None))
+        swz, rep = judged(u, a.session_id, {**START, "stages": 2}, LEADER, parent=first)
+        # Its session's judge re-timed it against #1, which is also the campaign leader.
+        hooks.record(u, a.session_id, swz.id or 0, rep, first_verdict(u.db, u.db.get(Campaign, c.id), swz, first.id))
+        bad, rep = judged(u, b.session_id, {**START, "split_kv": "1wave"}, REJECTED, passed=False)
+        hooks.record(u, b.session_id, bad.id or 0, rep, first_verdict(u.db, u.db.get(Campaign, c.id), bad, None))
+        skip, rep = judged(u, b.session_id, {**START, "causal_skip": True}, "backup", parent=first)
+        # Faster in its own run than the campaign leader: re-timed against it, interleaved, it loses.
+        look = first_verdict(u.db, u.db.get(Campaign, c.id), skip, None)
+        assert look.verdict == CONTENDER and look.retime_against is not None and look.retime_against.id == swz.id
+        hooks.record(u, b.session_id, skip.id or 0, rep, after_retime(look, skip, report(None)))
+    with db.session() as s:
+        camp = s.get(Campaign, c.id)
+        assert camp is not None
+        entries = board.read(s, camp)
+        # The memory bound: the agents see the last 3 of 4 entries.
+        assert [e.candidate_number for e in entries] == [2, 1, 2] and len(board.visible_entries(s, camp)) == 3
+        stages = entries[0]
+        assert stages.layer == "memory" and stages.knobs == {"stages": 2} and stages.summary == "stages=2"
+        # Effects per category, visible scenarios only: 2 stages give x1.2 everywhere.
+        assert stages.effects == {"decode": 1.2, "prefill": 1.2} and stages.campaign_verdict == LEADER
+        assert entries[1].campaign_verdict == DISCARDED and entries[1].effects == {}
+        assert [e.candidate_number for e in board.read(s, camp, outcome=DISCARDED)] == [1]
+        assert [e.layer for e in board.read(s, camp, layer="masking")] == ["masking"]
+        # Causal skipping helps causal prefill, not decode (whose effect is 1.0): improved only there.
+        assert [e.knobs for e in board.read(s, camp, category="prefill", outcome="improved")] == \
+            [{"stages": 2}, {"causal_skip": True}]
+        assert [e.knobs for e in board.read(s, camp, category="decode", outcome="improved")] == [{"stages": 2}]
+        camp.memory_k = None
+        assert len(board.read(s, camp)) == 4  # unbounded
+        # The campaign leader moved to the faster kernel; the slower correct one is a backup.
+        assert camp.leader_candidate_id == swz.id and camp.evaluations == 4
+        assert board.read(s, camp, outcome=BACKUP)[0].candidate_id == skip.id
+        # The tree: the discarded kernel is a ghost node; lineage edges within a session.
+        tree = campaign_view(s, c.id or 0).tree
+        ghosts = [n["id"] for n in tree["nodes"] if n["ghost"]]
+        assert ghosts == [bad.id]
+        assert {(e["from"], e["to"]) for e in tree["edges"]} == {(first.id, swz.id), (first.id, skip.id)}
+
+
+def test_the_campaign_judge_discards_keeps_backups_and_retimes_a_contender(tmp_path: Path) -> None:
+    db, settings = database(tmp_path)
+    c = new_campaign(db, settings)
+    a, b, _ = members(db, c.id)
+    with unit(db) as u:
+        camp = u.db.get(Campaign, c.id)
+        assert camp is not None
+        lead, rep = judged(u, a.session_id, {**START, "stages": 2}, LEADER)
+        assert first_verdict(u.db, camp, lead, None).verdict == LEADER  # the campaign's first correct kernel
+        hooks.record(u, a.session_id, lead.id or 0, rep, first_verdict(u.db, camp, lead, None))
+        bad, _ = judged(u, b.session_id, START, REJECTED, passed=False)
+        assert first_verdict(u.db, camp, bad, None).verdict == DISCARDED
+        slow, _ = judged(u, b.session_id, START, LEADER)  # its own session's leader, slower than the campaign's
+        look = first_verdict(u.db, camp, slow, None)
+        assert look.verdict == BACKUP and "not faster than the campaign leader" in look.reason
+        fast, _ = judged(u, b.session_id, {**START, "stages": 2, "softmax_exp": "exp2_folded",
+                                           "smem_layout": "swizzle"}, LEADER)
+        look = first_verdict(u.db, camp, fast, None)
+        assert look.verdict == CONTENDER and look.retime_against is not None and look.retime_against.id == lead.id
+        # The re-time is candidate vs campaign leader, interleaved: its ratio decides.
+        won = report(START)  # 2.0x: its speedup_vs_baseline here is the ratio over the leader
+        assert after_retime(look, fast, won).verdict == LEADER
+        lost = report(None)  # 1.0x: no faster than the leader when timed side by side
+        final = after_retime(look, fast, lost)
+        assert final.verdict == BACKUP and "campaign leader" in final.reason
+        # Re-timed already against the same kernel by its own session's judge: no second re-time.
+        assert first_verdict(u.db, camp, fast, lead.id).verdict == LEADER
+
+
+def test_a_campaign_plateau_switches_each_stalled_agent_to_a_strategy_nobody_tried(tmp_path: Path) -> None:
+    db, settings = database(tmp_path)
+    c = new_campaign(db, settings, plateau_window=3)  # agents start on tiling, memory, math
+    ms = members(db, c.id)
+    assert [m.tried for m in ms] == [["tiling"], ["memory"], ["math"]]
+    with unit(db) as u:
+        for m in ms[:2]:  # two agents without a new leader of their own; the third is silent
+            first, rep = judged(u, m.session_id, START, "backup")
+            hooks.record(u, m.session_id, first.id or 0, rep, first_verdict(u.db, u.db.get(Campaign, c.id), first,
+                                                                            None))
+            again, rep = judged(u, m.session_id, START, "backup")
+            hooks.record(u, m.session_id, again.id or 0, rep, first_verdict(u.db, u.db.get(Campaign, c.id), again,
+                                                                            None))
+    ms = members(db, c.id)
+    with db.session() as s:
+        sent = list(s.exec(select(Intervention).where(Intervention.author == "campaign")))
+        camp = s.get(Campaign, c.id)
+    new = [m.tried[-1] for m in ms[:2]]
+    assert ms[2].tried == ["math"] and len(sent) == 2  # the third was not stalled
+    assert set(new) <= set(LAYERS) - {"tiling", "memory", "math"} and new[0] != new[1]
+    assert all(i.text.startswith(hooks.SWITCH_PREFIX) for i in sent)
+    assert camp is not None and camp.last_leader_at == camp.evaluations and "plateau: switched" in camp.detail
+    # The offline agent follows the switch.
+    agent = OfflineAgent(TASK, {"seed": 0})
+    import asyncio
+
+    asyncio.run(agent.step(Feedback()))
+    step = asyncio.run(agent.step(Feedback([ToolResult("offline-1", "submit_candidate", True, "",
+                                                       {"verdict": LEADER, "visible": {"geomean_vs_baseline": 2.0}})],
+                                           [SteeringMessage(1, "information", "steer", sent[0].text, "campaign")])))
+    assert agent.focus == new[0] and f"switches me from tiling to {new[0]}" in step.text
+
+
+def test_the_budget_over_all_agents_finishes_the_campaign_and_stops_every_member(tmp_path: Path) -> None:
+    db, settings = database(tmp_path)
+    c = new_campaign(db, settings, budget_evaluations=2, start=True)
+    a, b, _ = members(db, c.id)
+    with unit(db) as u:
+        for m in (a, b):
+            x, rep = judged(u, m.session_id, START, "backup")
+            hooks.record(u, m.session_id, x.id or 0, rep, first_verdict(u.db, u.db.get(Campaign, c.id), x, None))
+    with db.session() as s:
+        view = campaign_view(s, c.id or 0)
+    assert view.campaign.status == "finished" and "budget of 2 evaluations" in view.campaign.detail
+    assert {r["status"] for r in view.leaderboard} == {"stopped"}
+
+
+def test_a_kernel_overtaken_while_it_was_judged_joins_the_backups_instead_of_taking_the_lead() -> None:
+    from app.campaigns.hooks import still_leads
+    from app.campaigns.judge import CampaignJudgement
+    from app.campaigns.models import BACKUP as CAMPAIGN_BACKUP
+    from app.campaigns.models import LEADER as CAMPAIGN_LEADER
+    from app.campaigns.models import Campaign
+    from app.models import Candidate
+
+    # Two members judged at once: b won its re-time against the old leader (2.0x), but a (2.66x)
+    # took the lead meanwhile; b at 2.28x must not replace it.
+    camp = Campaign(title="race", leader_candidate_id=1, leader_speedup=2.66, min_leader_gain=0.01)
+    b = Candidate(id=2, session_id=2, number=3, source="", speedup=2.28)
+    won = CampaignJudgement(CAMPAIGN_LEADER, "2.280x vs the campaign leader's 2.000x")
+    late = still_leads(camp, b, won)
+    assert late.verdict == CAMPAIGN_BACKUP and "took the campaign lead at 2.660x" in late.reason
+    faster = Candidate(id=3, session_id=2, number=4, source="", speedup=2.9)
+    assert still_leads(camp, faster, won) is won  # beats the leader of now as well: it leads
+    assert still_leads(Campaign(title="first"), b, won) is won  # no leader yet

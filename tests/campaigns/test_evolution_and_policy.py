@@ -1,0 +1,158 @@
+"""Evolution mode's parent choice and its question-drawn mutations (with credit flowing back to
+the question), and the offline agent's own plateau policy and its use of the board."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from sqlmodel import select
+
+from app.agents.base import READ_BOARD, SUBMIT_CANDIDATE, Feedback, SteeringMessage, ToolResult
+from app.agents.offline import OfflineAgent, split_parent, start_knobs
+from app.campaigns import evolution, hooks
+from app.campaigns.judge import after_retime, first_verdict
+from app.campaigns.models import BACKUP, LEADER, Campaign, CampaignMember, Mutation
+from app.models import Candidate, Intervention, SteeringSession
+from app.sessions import mark_delivered
+from app.steering import bank
+from kernels.attention.family import KNOB_LAYER, knobs_from_mapping, render
+from question_bank.evidence import question_evidence
+from question_bank.models import BankUse
+from tests.campaigns.support import database, judged, new_campaign, report, unit
+from tests.family_model import knobs_of_source
+from tests.test_agents_offline import TASK
+from tests.test_agents_offline import Campaign as Play
+
+START = start_knobs("first-port").to_dict()
+
+
+def test_the_judge_chooses_parents_from_leaders_and_backups_of_the_island_and_migrates(tmp_path: Path) -> None:
+    db, settings = database(tmp_path)
+    bank.on_startup(db, semantic=False)
+    c = new_campaign(db, settings, mode="evolution", agents=4, islands=2)
+    with db.session() as s:
+        ms = list(s.exec(select(CampaignMember).where(CampaignMember.campaign_id == c.id)))
+    assert [m.island for m in ms] == [0, 1, 0, 1]
+    with unit(db) as u:
+        camp = u.db.get(Campaign, c.id)
+        assert camp is not None
+        a0, rep = judged(u, ms[0].session_id, START, LEADER)
+        hooks.record(u, ms[0].session_id, a0.id or 0, rep, first_verdict(u.db, camp, a0, None))
+        bad, rep = judged(u, ms[2].session_id, {**START, "split_kv": "1wave"}, "rejected", passed=False)
+        hooks.record(u, ms[2].session_id, bad.id or 0, rep, first_verdict(u.db, camp, bad, None))
+        b1, rep = judged(u, ms[1].session_id, {**START, "smem_layout": "swizzle"}, LEADER)
+        look = first_verdict(u.db, camp, b1, None)  # faster than a0: re-timed against it, and it wins
+        hooks.record(u, ms[1].session_id, b1.id or 0, rep, after_retime(look, b1, report(START)))
+    with db.session() as s:
+        muts = list(s.exec(select(Mutation).order_by(Mutation.id)))  # type: ignore[arg-type]
+        camp = s.get(Campaign, c.id)
+        assert camp is not None
+        # One child ordered after each judged candidate; island 0's parent is its leader (never the
+        # discarded kernel), island 1's its own kernel, then the 4th child migrates the campaign leader.
+        assert [(m.island, m.parent_candidate_id, m.parent_verdict) for m in muts] == \
+            [(0, a0.id, LEADER), (0, a0.id, LEADER), (1, b1.id, LEADER)]
+        assert camp.leader_candidate_id == b1.id
+        parent = evolution.choose_parent(s, camp, 0)
+        assert parent is not None and parent.candidate.id == b1.id and "migration" in parent.why
+        # Each child's instruction is a bank question, the parent named after it, and a bank use.
+        m = muts[-1]
+        item = s.get(Intervention, m.intervention_id)
+        assert item is not None and item.author == "bank" and item.kind == "question"
+        question, knobs = split_parent(item.text)
+        assert question == m.question and question.endswith("?") and knobs == knobs_of_source(b1.source)
+        use = s.exec(select(BankUse).where(BankUse.intervention_ref == str(item.id))).one()
+        assert use.question_id == m.question_id and use.author == "bank" and use.trigger == "plateau"
+
+
+def test_credit_of_a_mutation_flows_back_to_its_question(tmp_path: Path) -> None:
+    db, settings = database(tmp_path)
+    bank.on_startup(db, semantic=False)
+    c = new_campaign(db, settings, mode="evolution", agents=1, start=True)
+    with db.session() as s:
+        [m] = list(s.exec(select(CampaignMember).where(CampaignMember.campaign_id == c.id)))
+    with unit(db) as u:
+        camp = u.db.get(Campaign, c.id)
+        a, rep = judged(u, m.session_id, START, LEADER)
+        session = u.db.get(SteeringSession, m.session_id)
+        assert camp is not None and session is not None
+        session.leader_id, session.leader_speedup, session.evaluations = a.id, a.speedup, 1
+        hooks.record(u, m.session_id, a.id or 0, rep, first_verdict(u.db, camp, a, None))
+        [mutation] = list(u.db.exec(select(Mutation)))
+        item = u.db.get(Intervention, mutation.intervention_id)
+        assert item is not None
+        mark_delivered(u, session, [item])  # the runner delivers it; the use is not recorded twice
+    with db.session() as s:
+        assert len(list(s.exec(select(BankUse)))) == 1
+    with unit(db) as u:  # the child is 1.2x better: a new leader within the credit window
+        session = u.db.get(SteeringSession, m.session_id)
+        assert session is not None
+        child, _ = judged(u, m.session_id, {**START, "stages": 2}, LEADER, parent=a)
+        session.leader_id, session.leader_speedup, session.evaluations = child.id, child.speedup, 2
+        bank.credit_evaluation(u.db, session)
+    with db.session() as s:
+        stats = question_evidence(s)[mutation.question_id or 0]
+        assert stats.credited == 1 and abs(stats.gain_percent - 20.0) < 0.01
+
+
+def play_autonomous(policy: str, seed: int = 0) -> tuple[float, list[str], OfflineAgent]:
+    a = OfflineAgent(TASK, {"seed": seed, "policy": policy})
+    play = Play(a, questions=None)
+    return play.play(24), play.pauses, a
+
+
+def test_the_autonomous_policy_moves_on_by_itself_and_beats_waiting_for_a_question() -> None:
+    silent, _, waiting = play_autonomous("questions")
+    own, _, agent = play_autonomous("autonomous")
+    assert {m["to"] for m in waiting.moves} <= {"tiling"}  # without questions it never leaves tiling
+    moves = [m for m in agent.moves if m["why"].startswith("own policy")]
+    assert len({m["to"] for m in moves}) >= 2 and own > silent * 1.3
+    assert all(m["text"] == "" for m in moves)  # no message moved it
+
+
+def test_the_board_keeps_it_from_failures_elsewhere_and_sends_it_to_what_worked() -> None:
+    a = OfflineAgent(TASK, {"seed": 0, "focus": "memory", "board": True, "policy": "autonomous"})
+    first = asyncio.run(a.step(Feedback()))
+    assert [c.name for c in first.tool_calls] == [SUBMIT_CANDIDATE, READ_BOARD]
+    submit, read = first.tool_calls
+    board = [{"knobs": {"stages": 2}, "layer": "memory", "campaign_verdict": "discarded", "effects": {}},
+             {"knobs": {"smem_layout": "swizzle"}, "layer": "memory", "campaign_verdict": "leader",
+              "effects": {"prefill": 1.05}},
+             {"knobs": {"causal_skip": True}, "layer": "masking", "campaign_verdict": "backup",
+              "effects": {"prefill": 1.8}}]
+    step = asyncio.run(a.step(Feedback([
+        ToolResult(submit.call_id, SUBMIT_CANDIDATE, True, "", {"verdict": LEADER,
+                                                              "visible": {"geomean_vs_baseline": 2.0}}),
+        ToolResult(read.call_id, READ_BOARD, True, "", {"entries": board})])))
+    chosen = knobs_of_source(step.tool_calls[0].args["source"])
+    assert chosen is not None and chosen["smem_layout"] == "swizzle"  # what worked elsewhere, first
+    seen = []
+    feedback = Feedback([ToolResult(step.tool_calls[0].call_id, SUBMIT_CANDIDATE, True, "",
+                                    {"verdict": BACKUP, "visible": {"geomean_vs_baseline": 1.9}})])
+    for _ in range(12):
+        step = asyncio.run(a.step(feedback))
+        k = knobs_of_source(step.tool_calls[0].args["source"]) if step.tool_calls[0].name == SUBMIT_CANDIDATE \
+            else None
+        if k is None:
+            break
+        seen.append({n: v for n, v in k.items() if v != START[n]})
+        feedback = Feedback([ToolResult(step.tool_calls[0].call_id, SUBMIT_CANDIDATE, True, "",
+                                        {"verdict": BACKUP, "visible": {"geomean_vs_baseline": 1.9}})])
+    assert {"stages": 2} not in seen  # never retried what was discarded elsewhere
+    # Its own plateau: after `patience` evaluations without a leader it left memory, for the
+    # layer with the best recent gain on the board (masking, x1.8).
+    moved = next(m for m in a.moves if m["why"].startswith("own policy"))
+    assert moved["from"] == "memory" and moved["to"] == "masking" and "best recent gain" in moved["why"]
+    assert any(KNOB_LAYER[next(iter(d))] == "masking" for d in seen if len(d) == 1)
+
+
+def test_a_parent_line_makes_the_given_setting_the_agents_parent() -> None:
+    a = OfflineAgent(TASK, {"seed": 0})
+    asyncio.run(a.step(Feedback()))
+    parent = {**START, "split_kv": "1wave"}
+    source = render(knobs_from_mapping(parent))
+    text = evolution.instruction("Which layer have you not touched: how is the grid scheduled?",
+                                 Candidate(session_id=3, number=4, author="offline", source=source))
+    step = asyncio.run(a.step(Feedback([], [SteeringMessage(1, "question", "steer", text, "bank")])))
+    assert a.best == parent and a.foreign_parent and a.focus == "scheduling"
+    assert "parent" not in step.tool_calls[0].args  # its parent lives in another session
