@@ -1,6 +1,7 @@
 """`socratic` starts fast for commands that need no GPU stack: `--help` and `bank export`
-import neither torch nor fastapi (lazy imports), measured in a fresh interpreter. The limit
-is 1.5 s for what takes about 0.4-0.7 s here, to stay clear of a busy CI machine's noise."""
+import neither torch nor fastapi (lazy imports), measured in a fresh interpreter. The limit is
+on the process's own CPU time, 1 s for what takes about 0.4-0.7 s here: other work on a busy CI
+machine stretches the wall clock, not the work the command does (wall time stays under 5 s)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LIMIT_S = 1.5
+LIMIT_S = 1.0
+WALL_LIMIT_S = 5.0
 
 MEASURE = """
 import contextlib, io, json, sys, time
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 from app.cli import main
 code = None
 with contextlib.redirect_stdout(io.StringIO()):
@@ -22,7 +24,7 @@ with contextlib.redirect_stdout(io.StringIO()):
         code = main(sys.argv[1:])
     except SystemExit as exc:  # --help exits 0
         code = exc.code
-print(json.dumps({"s": time.perf_counter() - start, "code": code,
+print(json.dumps({"s": time.perf_counter() - start, "cpu": time.process_time() - cpu, "code": code,
                   "heavy": sorted(m for m in ("torch", "fastapi", "uvicorn") if m in sys.modules)}))
 """
 
@@ -38,14 +40,17 @@ def test_help_starts_without_torch_or_fastapi() -> None:
     result = run_command("--help")
     assert result["code"] == 0
     assert result["heavy"] == []
-    assert float(result["s"]) < LIMIT_S, result  # type: ignore[arg-type]
+    assert float(result["cpu"]) < LIMIT_S and float(result["s"]) < WALL_LIMIT_S, result  # type: ignore[arg-type]
 
 
 def test_bank_export_starts_without_torch_or_fastapi(tmp_path: Path) -> None:
-    result = run_command("bank", "export", "--data-dir", str(tmp_path), "--out", str(tmp_path / "bank.yaml"))
+    argv = ("bank", "export", "--data-dir", str(tmp_path), "--out", str(tmp_path / "bank.yaml"))
+    first = run_command(*argv)  # makes the database: migrations and the starter bank, once
+    assert first["code"] == 0 and first["heavy"] == [] and float(first["s"]) < WALL_LIMIT_S, first  # type: ignore[arg-type]
+    result = run_command(*argv)
     assert result["code"] == 0
     assert result["heavy"] == []
-    assert float(result["s"]) < LIMIT_S, result  # type: ignore[arg-type]
+    assert float(result["cpu"]) < LIMIT_S and float(result["s"]) < WALL_LIMIT_S, result  # type: ignore[arg-type]
     assert (tmp_path / "bank.yaml").read_text().strip()
 
 
