@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.models import FAILED
-from tests.server_support import running_app, wait_status
+from app.web.pages import session_spec_from_form
+from tests.server_support import running_app
 
 
 def test_a_session_that_names_no_agent_gets_the_offline_agent_without_an_api_key(
@@ -55,16 +55,18 @@ def test_the_api_sets_model_and_budgets_and_refuses_options_an_agent_does_not_ta
 def test_the_form_passes_the_model_and_the_token_and_money_budgets(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    claude = {"title": "claude from the form", "agent": "claude", "model": "claude-haiku-4-5",
+              "budget_tokens": "500000", "budget_cost_usd": "3.5", "seed": "9"}
     with running_app(tmp_path) as client:
-        ok = client.post("/sessions", data={"title": "claude from the form", "agent": "claude",
-                                            "model": "claude-haiku-4-5", "budget_tokens": "500000",
-                                            "budget_cost_usd": "3.5", "seed": "9"}, follow_redirects=False)
-        assert ok.status_code == 303, ok.text
-        sid = int(ok.headers["location"].rsplit("/", 1)[1])
-        s = wait_status(client, sid, FAILED)
-        assert s["agent_config"] == {"model": "claude-haiku-4-5"}  # the offline agent's seed is not claude's
-        assert s["budget"]["tokens"] == 500_000 and s["budget"]["cost_usd"] == 3.5
-        assert "ANTHROPIC_API_KEY is not set" in s["detail"]
+        # Without a key the form refuses Claude with the reason, and stores nothing (issue 17).
+        refused = client.post("/sessions", data=claude, follow_redirects=False)
+        assert refused.status_code == 422 and "ANTHROPIC_API_KEY" in refused.text
+        assert client.get("/api/sessions").json() == []
+    # What the form would create for Claude (with a key it starts): its fields arrive.
+    spec = session_spec_from_form(claude, "offline")
+    assert spec.agent == "claude" and spec.agent_config == {"model": "claude-haiku-4-5"}  # no offline seed
+    assert spec.budget.tokens == 500_000 and spec.budget.cost_usd == 3.5
+    with running_app(tmp_path) as client:
         ok = client.post("/sessions", data={"title": "offline from the form", "agent": "offline", "seed": "4",
                                             "focus": "masking"}, follow_redirects=False)
         assert ok.status_code == 303, ok.text

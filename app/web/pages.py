@@ -17,7 +17,7 @@ from app.agents.scripts import BUILTIN_SCRIPTS
 from app.audit.diff_view import diff_rows
 from app.events import events_after
 from app.models import Candidate, Intervention
-from app.new_session import open_session
+from app.new_session import open_session, refuse_unavailable
 from app.schemas import ActionIn, BudgetIn, SessionCreate, ThresholdsIn
 from app.sessions import (
     Invalid,
@@ -126,6 +126,7 @@ async def create_from_form(request: Request, ctx: Ctx, steer: Steer) -> Response
     form = {k: str(v) for k, v in (await request.form()).items()}
     try:
         spec = session_spec_from_form(form, ctx.settings.default_agent)
+        refuse_unavailable(spec, ctx.settings)  # an agent that cannot start: the reason now, nothing stored
         session = steer.act(None, lambda u: open_session(u, spec, ctx.settings))
     except ValidationError as exc:
         message = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors())
