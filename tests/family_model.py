@@ -7,7 +7,6 @@ tiling plateaus, and a question that moves it to another layer pays."""
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 from pathlib import Path
@@ -18,24 +17,15 @@ from harness.executor import ProgressFn
 from harness.report import PASS, CompileInfo, EvaluationReport, ScenarioResult
 from harness.scenario import Scenario
 from harness.settings import EvalSettings
-from kernels.attention.family import knobs_from_mapping
+from kernels.attention.family.render import recorded_knobs
 
 BEST_TILES = {64: "128x64x4", 128: "128x64x8", 256: "64x64x4"}
 
 
 def knobs_of_source(text: str) -> dict[str, Any] | None:
-    """The knob setting a rendered family kernel records in its header comment (a record with
-    mma=mma_sync leaves out `mma` and the Hopper knobs, which are at their defaults then: the
-    setting is the record read back through the family's parser)."""
-    if "Knob setting:" not in text:
-        return None
-    lines = text.split("Knob setting:", 1)[1].splitlines()[1:]
-    body = []
-    for line in lines:
-        if not line.startswith("//   "):
-            break
-        body.append(line[5:])
-    return knobs_from_mapping(json.loads("\n".join(body))).to_dict()
+    """The knob setting a rendered family kernel records in its header comment, read back
+    through the family's parser (kernels/attention/family/render.py)."""
+    return recorded_knobs(text)
 
 
 def speed(knobs: dict[str, Any] | None, s: Scenario) -> float:

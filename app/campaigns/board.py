@@ -6,7 +6,6 @@ bound (the last K entries, or all of them)."""
 from __future__ import annotations
 
 import difflib
-import json
 import math
 from collections import defaultdict
 from typing import Any
@@ -28,28 +27,10 @@ EFFECT_NOISE = 0.01  # an effect within 1% of no change is no effect
 
 
 def knobs_of_source(text: str) -> dict[str, Any] | None:
-    """The knob setting a rendered family kernel records in its header comment, read back
-    through the family's parser (a record with mma=mma_sync leaves the Hopper knobs out: they
-    are at their defaults then), or None."""
-    if "Knob setting:" not in text:
-        return None
-    body = []
-    for line in text.split("Knob setting:", 1)[1].splitlines()[1:]:
-        if not line.startswith("//   "):
-            break
-        body.append(line[5:])
-    try:
-        data = json.loads("\n".join(body))
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    from kernels.attention.family.space import knobs_from_mapping
+    """The knob setting a rendered family kernel records, or None (the family's own reader)."""
+    from kernels.attention.family.render import recorded_knobs
 
-    try:
-        return knobs_from_mapping(data).to_dict()
-    except (ValueError, TypeError, KeyError):  # a record the family no longer accepts: as written
-        return dict(data)
+    return recorded_knobs(text)
 
 
 def describe_change(source: str, parent_source: str | None, title: str) -> tuple[str, dict[str, Any], str]:

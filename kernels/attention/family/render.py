@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
-from kernels.attention.family.space import HEAD_DIMS, Knobs
+from kernels.attention.family.space import HEAD_DIMS, Knobs, knobs_from_mapping
 
 TEMPLATE = Path(__file__).with_name("template.cu.in")
 TEMPLATE_SM90 = Path(__file__).with_name("template_sm90.cu.in")
@@ -141,6 +142,30 @@ def render(knobs: Knobs) -> str:
         tail = tail.replace("fam::launch<", "fam::launch_any<").replace("fam::workspace<", "fam::workspace_any<")
         text = head + sm90_section(knobs) + anchor + tail
     return text
+
+
+def recorded_knobs(source: str) -> dict[str, Any] | None:
+    """The knob setting a rendered file records in its header comment (what `render` writes),
+    read back through the family's parser, so that knobs a record leaves out (the Hopper knobs
+    with mma=mma_sync) come back at their defaults. None when the file records no setting; the
+    record as written when the family no longer accepts it."""
+    if "Knob setting:" not in source:
+        return None
+    body = []
+    for line in source.split("Knob setting:", 1)[1].splitlines()[1:]:
+        if not line.startswith("//   "):
+            break
+        body.append(line[5:])
+    try:
+        data = json.loads("\n".join(body))
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    try:
+        return knobs_from_mapping(data).to_dict()
+    except (ValueError, TypeError, KeyError):
+        return dict(data)
 
 
 def render_to(knobs: Knobs, path: Path | str) -> Path:
