@@ -9,7 +9,7 @@ from __future__ import annotations
 from sqlmodel import Session, col, select
 
 from app.campaigns import board, evolution
-from app.campaigns.judge import CampaignJudgement, first_verdict, on_plateau
+from app.campaigns.judge import CampaignJudgement, first_verdict, on_plateau, still_leads
 from app.campaigns.models import (
     BACKUP,
     CAMPAIGN_VERDICTS,
@@ -99,20 +99,6 @@ def record(u: Unit, session_id: int, candidate_id: int, report: EvaluationReport
     elif on_plateau(campaign):
         switch_stalled(u, campaign)
     return entry
-
-
-def still_leads(campaign: Campaign, cand: Candidate, judgement: CampaignJudgement) -> CampaignJudgement:
-    """A verdict reached against the campaign leader of its first look: another member's kernel
-    may have taken the lead while this one was re-timed (members are judged concurrently). Then
-    it leads only if it also beats the leader of now; otherwise it joins the backups."""
-    if (judgement.verdict != LEADER or campaign.leader_candidate_id in (None, cand.id)
-            or campaign.leader_speedup is None or cand.speedup is None):
-        return judgement
-    target = campaign.leader_speedup * (1.0 + campaign.min_leader_gain)
-    if cand.speedup > target:
-        return judgement
-    return CampaignJudgement(BACKUP, f"{judgement.reason}; but while it was judged another agent's kernel took "
-                                     f"the campaign lead at {campaign.leader_speedup:.3f}x (needs > {target:.3f}x)")
 
 
 def members_of(db: Session, campaign_id: int) -> list[CampaignMember]:

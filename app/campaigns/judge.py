@@ -31,7 +31,7 @@ def first_verdict(db: Session, campaign: Campaign, cand: Candidate, session_reti
         return CampaignJudgement(DISCARDED, f"discarded: {cand.verdict_reason or 'not correct'}")
     if campaign.leader_candidate_id is None or campaign.leader_speedup is None:
         return CampaignJudgement(LEADER, f"the campaign's first correct kernel: {cand.speedup:.3f}x")
-    target = campaign.leader_speedup * (1.0 + campaign.min_leader_gain)
+    target = lead_target(campaign, campaign.leader_speedup)
     if cand.speedup <= target:
         return CampaignJudgement(BACKUP, f"correct but not faster than the campaign leader: {cand.speedup:.3f}x vs "
                                          f"{campaign.leader_speedup:.3f}x (needs > {target:.3f}x)")
@@ -45,6 +45,25 @@ def first_verdict(db: Session, campaign: Campaign, cand: Candidate, session_reti
         return CampaignJudgement(LEADER, f"{cand.speedup:.3f}x; the previous campaign leader is gone")
     return CampaignJudgement(CONTENDER, f"{cand.speedup:.3f}x vs the campaign leader's "
                                         f"{campaign.leader_speedup:.3f}x; re-timing against it", leader)
+
+
+def lead_target(campaign: Campaign, leader_speedup: float) -> float:
+    """The speedup a kernel must pass to lead the campaign: the leader's, plus the judge's margin."""
+    return leader_speedup * (1.0 + campaign.min_leader_gain)
+
+
+def still_leads(campaign: Campaign, cand: Candidate, judgement: CampaignJudgement) -> CampaignJudgement:
+    """A verdict reached against the campaign leader of its first look: another member's kernel
+    may have taken the lead while this one was re-timed (members are judged concurrently). Then
+    it leads only if it also beats the leader of now; otherwise it joins the backups."""
+    if (judgement.verdict != LEADER or campaign.leader_candidate_id in (None, cand.id)
+            or campaign.leader_speedup is None or cand.speedup is None):
+        return judgement
+    target = lead_target(campaign, campaign.leader_speedup)
+    if cand.speedup > target:
+        return judgement
+    return CampaignJudgement(BACKUP, f"{judgement.reason}; but while it was judged another agent's kernel took "
+                                     f"the campaign lead at {campaign.leader_speedup:.3f}x (needs > {target:.3f}x)")
 
 
 def after_retime(first: CampaignJudgement, cand: Candidate, retime: EvaluationReport) -> CampaignJudgement:

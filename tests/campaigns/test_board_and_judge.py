@@ -149,8 +149,7 @@ def test_the_budget_over_all_agents_finishes_the_campaign_and_stops_every_member
 
 
 def test_a_kernel_overtaken_while_it_was_judged_joins_the_backups_instead_of_taking_the_lead() -> None:
-    from app.campaigns.hooks import still_leads
-    from app.campaigns.judge import CampaignJudgement
+    from app.campaigns.judge import CampaignJudgement, still_leads
     from app.campaigns.models import BACKUP as CAMPAIGN_BACKUP
     from app.campaigns.models import LEADER as CAMPAIGN_LEADER
     from app.campaigns.models import Campaign
