@@ -75,9 +75,10 @@ STANDIN_LABEL = ("CPU STAND-IN: every evaluation was answered by the synthetic s
                  "it is NOT a result.")
 
 
-def arm_spec(arm: str, seed: int, evaluations: int, plateau: int, agents: int) -> CampaignCreate:
+def arm_spec(arm: str, seed: int, evaluations: int, plateau: int, agents: int,
+             scenarios: tuple[str, ...] = SCENARIOS) -> CampaignCreate:
     """Each arm as a campaign, so that one budget rule, one judge and one trace format hold for all."""
-    common: dict[str, Any] = {"scenarios": scenario_specs(SCENARIOS), "budget_evaluations": evaluations,
+    common: dict[str, Any] = {"scenarios": scenario_specs(scenarios), "budget_evaluations": evaluations,
                               "thresholds": ThresholdsIn(plateau_window=plateau, suspicious_jump=50.0),
                               "start": True}
     if arm in ("autonomous", "bank"):
@@ -102,7 +103,8 @@ async def run_seed(ctx: ServerContext, runners: RunnerManager, seed: int, args: 
     ids: dict[str, int] = {}
     for arm in args.arms:
         with ctx.unit() as u:
-            campaign = create_campaign(u, arm_spec(arm, seed, args.evaluations, args.plateau_window, args.agents),
+            campaign = create_campaign(u, arm_spec(arm, seed, args.evaluations, args.plateau_window, args.agents,
+                                                    tuple(args.scenarios)),
                                        ctx.settings)
             ids[arm] = campaign.id or 0
         with ctx.database.session() as db:
@@ -114,7 +116,9 @@ async def run_seed(ctx: ServerContext, runners: RunnerManager, seed: int, args: 
             runners.ensure_running(sid)
     t0 = time.monotonic()
     paused_since: dict[int, float] = {}
+    seen: dict[str, int] = {}
     while True:
+        progress(ctx, seed, ids, seen, time.monotonic() - t0)
         live = 0
         for arm, cid in ids.items():
             with ctx.database.session() as db:
@@ -150,13 +154,28 @@ async def run_seed(ctx: ServerContext, runners: RunnerManager, seed: int, args: 
                     runners.changed(sid)
             break
         await asyncio.sleep(0.3)
-    for cid in ids.values():
-        with ctx.database.session() as db:
-            members = member_session_ids(db, cid)
-        for sid in members:
-            with contextlib.suppress(TimeoutError):
-                await runners.wait_idle(sid, timeout=60)
+    with ctx.database.session() as db:
+        every = [sid for cid in ids.values() for sid in member_session_ids(db, cid)]
+    # All runners wind down together: a stopped one cancels its evaluation, so one shared bound
+    # (not one per session, one after the other) is enough.
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.gather(*(runners.wait_idle(sid, timeout=60) for sid in every),
+                                              return_exceptions=True), 60)
+    progress(ctx, seed, ids, {}, time.monotonic() - t0)
     return ids
+
+
+def progress(ctx: ServerContext, seed: int, ids: dict[str, int], seen: dict[str, int], elapsed: float) -> None:
+    """One line per arm whose campaign judged another candidate since the last look (a line for
+    every arm when `seen` is empty), so that a run cut short still says how far each arm got."""
+    with ctx.database.session() as db:
+        for arm, cid in ids.items():
+            c = db.get(Campaign, cid)
+            if c is None or (seen and seen.get(arm) == c.evaluations):
+                continue
+            seen[arm] = c.evaluations
+            print(f"[{elapsed:6.1f} s] seed {seed} {arm:<10} {c.evaluations:>3} evaluations, leader "
+                  f"{(c.leader_speedup or 0):.3f}x baseline", flush=True)
 
 
 def first_port_speedup(ctx: ServerContext, cid: int) -> float | None:
@@ -183,8 +202,9 @@ def arm_result(ctx: ServerContext, cid: int) -> dict[str, Any]:
 
 
 def side_by_side(ctx: ServerContext, results: dict[str, dict[str, Any]]) -> None:
-    """Every arm's leader evaluated again, one after the other, cuDNN and flash timed beside it
-    in the same worker processes (no peer cache): the x cuDNN and x flash of the table."""
+    """Every arm's leader evaluated again, one after the other, cuDNN, flash and FlashAttention-3
+    (where it loads) timed beside it in the same worker processes (no peer cache): the x cuDNN,
+    x flash and x FA3 of the table."""
     from harness.attention.suite import default_suite
     from harness.evaluate import evaluate_source
     from harness.settings import EvalSettings
@@ -192,7 +212,8 @@ def side_by_side(ctx: ServerContext, results: dict[str, dict[str, Any]]) -> None
 
     suite = {s.name: s for s in default_suite()}
     scenarios = [suite[n] for n in SCENARIOS]
-    settings = EvalSettings(peers=("cudnn", "flash"), timing=TimingSettings(budget_ms=ctx.settings.timing_budget_ms))
+    settings = EvalSettings(peers=("cudnn", "flash", "fa3"),
+                            timing=TimingSettings(budget_ms=ctx.settings.timing_budget_ms))
     for r in results.values():
         lead = r["leader"]
         if lead is None:
@@ -200,7 +221,8 @@ def side_by_side(ctx: ServerContext, results: dict[str, dict[str, Any]]) -> None
         path = ctx.settings.sources_dir / f"session-{lead['session_id']}" / f"candidate-{lead['number']}.cu"
         s = evaluate_source(path, scenarios, settings=settings).summary("all")
         r.update({"final_passed": s.passed, "final_scenarios": s.scenarios, "final_vs_baseline": s.vs_baseline,
-                  "vs_cudnn": s.vs_peers.get("cudnn"), "vs_flash": s.vs_peers.get("flash")})
+                  "vs_cudnn": s.vs_peers.get("cudnn"), "vs_flash": s.vs_peers.get("flash"),
+                  "vs_fa3": s.vs_peers.get("fa3")})
 
 
 async def experiment(args: argparse.Namespace) -> dict[str, Any]:
@@ -243,7 +265,8 @@ async def experiment(args: argparse.Namespace) -> dict[str, Any]:
     summary = {"cpu_standin": args.cpu_standin, "label": STANDIN_LABEL if args.cpu_standin else "H200",
                "settings": {"evaluations": args.evaluations, "agents": args.agents, "plateau_window":
                             args.plateau_window, "timing_budget_ms": args.timing_budget_ms,
-                            "scenarios": list(SCENARIOS), "wall_s": round(time.monotonic() - t0, 1)},
+                            "scenarios": list(args.scenarios),
+                            "final_scenarios": list(SCENARIOS), "wall_s": round(time.monotonic() - t0, 1)},
                "seeds": seeds}
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
@@ -265,27 +288,27 @@ def table(summaries: list[dict[str, Any]]) -> str:
         for results in s["seeds"].values():
             n += 1
             for arm, r in results.items():
-                row = rows.setdefault(arm, {"base": [], "gain": [], "cudnn": [], "flash": [], "evals": []})
+                row = rows.setdefault(arm, {"base": [], "gain": [], "cudnn": [], "flash": [], "fa3": [], "evals": []})
                 row["evals"].append(float(r["evaluations"]))
                 base = r.get("final_vs_baseline") or r.get("vs_baseline")
                 if base:
                     row["base"].append(base)
                     if r.get("first_port"):
                         row["gain"].append(base / r["first_port"])
-                for key, field in (("cudnn", "vs_cudnn"), ("flash", "vs_flash")):
+                for key, field in (("cudnn", "vs_cudnn"), ("flash", "vs_flash"), ("fa3", "vs_fa3")):
                     if r.get(field):
                         row[key].append(r[field])
     lines = [f"{n} seed(s); geomean over seeds, ± standard deviation, [range]"]
     if standin:
         lines.insert(0, STANDIN_LABEL)
     lines.append(f"{'arm':<11} {'evaluations':<12} {'x baseline':<34} {'x first port':<34} {'x cuDNN':<34} "
-                 f"{'x flash':<34}")
+                 f"{'x flash':<34} {'x FA3':<34}")
     for arm in ARMS:
         if arm in rows:
             r = rows[arm]
             evals = f"{min(r['evals']):.0f}-{max(r['evals']):.0f}"
             lines.append(f"{arm:<11} {evals:<12} {_stats(r['base']):<34} {_stats(r['gain']):<34} "
-                         f"{_stats(r['cudnn']):<34} {_stats(r['flash']):<34}")
+                         f"{_stats(r['cudnn']):<34} {_stats(r['flash']):<34} {_stats(r['fa3']):<34}")
     gains = {arm: math.exp(sum(math.log(v) for v in r["gain"]) / len(r["gain"])) for arm, r in rows.items()
              if r["gain"]}
     if "bank" in gains and "autonomous" in gains:
@@ -309,6 +332,9 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
     ap.add_argument("--evaluations", type=int, default=24, help="the evaluation budget of every arm")
+    ap.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), metavar="NAME",
+                    help="the scenarios every campaign evaluation runs (the final side-by-side runs all of "
+                         "scripts/offline_campaigns.py's ten)")
     ap.add_argument("--agents", type=int, default=4, help="agents in the board and evolution arms")
     ap.add_argument("--plateau-window", type=int, default=3)
     ap.add_argument("--timing-budget-ms", type=float, default=5.0)
