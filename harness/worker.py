@@ -37,6 +37,7 @@ from harness.integrity import (
     summarize_activity,
     tail_reason,
 )
+from harness.lifeline import follow_parent
 from harness.peer_cache import PeerCache
 from harness.problem import KernelSpec, LoadedKernel, Problem, TimedInputs
 from harness.report import (
@@ -580,6 +581,7 @@ def spare_worker(conn: Any) -> None:
     start and the imports ahead of time, then waits for one job. It touches no GPU before the
     job arrives (a context created while another worker times would disturb it), and it has
     loaded no candidate: each job still gets a process no other kernel ever ran in."""
+    follow_parent()
     import harness.attention.problem  # noqa: F401  (the import is the point)
 
     try:
@@ -593,6 +595,7 @@ def spare_worker(conn: Any) -> None:
 def run_worker(job_dict: dict[str, Any], start: int, conn: Any, spare: bool = False) -> None:
     """Entry point of the spawned process. Messages: ("ready", info), ("start", i),
     ("result", i, dict), ("setup_error", text), ("done",)."""
+    follow_parent()  # a worker whose executor died stops at once (harness/lifeline.py)
     # torch explains at length why each SDPA backend declines a shape; the report already
     # records a peer as unsupported, so the warnings only bury the progress display.
     warnings.filterwarnings("ignore", category=UserWarning)

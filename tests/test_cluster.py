@@ -28,6 +28,7 @@ from harness.scenario import Scenario
 from harness.settings import EvalSettings
 from harness.worker import WorkerJob
 from tests.test_executor import FAST, SCENARIOS
+from tests.test_lifeline import alive, children
 
 MANY = [Scenario(f"s{i}", "prefill", 1, 40 + 7 * i, 40 + 7 * i, 2, 1, 32, causal=bool(i % 2)) for i in range(8)]
 
@@ -64,10 +65,13 @@ def verdicts(results: list[Any]) -> list[tuple[str, str, str]]:
     return [(r.scenario, r.status, r.reason) for r in results]
 
 
-def kill_busy_worker(executor: ClusterExecutor) -> list[int]:
-    """SIGKILL the cluster worker process that is running a shard; its pid (none if idle)."""
+def kill_busy_worker(executor: ClusterExecutor, orphans: list[int] | None = None) -> list[int]:
+    """SIGKILL the cluster worker process that is running a shard; its pid (none if idle). The
+    evaluation processes it had started are added to `orphans`."""
     busy = [row["pid"] for row in executor.status() if row["running"]]
     for pid in busy[:1]:
+        if orphans is not None:
+            orphans.extend(children(pid))
         os.kill(pid, signal.SIGKILL)
     return busy[:1]
 
@@ -128,6 +132,31 @@ def test_a_cluster_worker_killed_mid_evaluation_has_its_shard_run_again_elsewher
     while len(executor.status()) < 2 and time.monotonic() < deadline:
         time.sleep(0.5)
     assert victims[0] not in worker_pids(executor).values()
+
+
+def test_the_evaluation_process_of_a_killed_cluster_worker_stops_with_it(executor: ClusterExecutor) -> None:
+    """The killed worker's evaluation process is inside a kernel (one that never returns): it
+    must not go on running beside the shard's second run on another worker (harness/lifeline.py)."""
+    one = executor.one_device()
+    orphans: list[int] = []
+    gone_after: list[float] = []
+
+    def watch() -> None:
+        killed = time.monotonic()
+        while any(alive(pid) for pid in orphans) and time.monotonic() - killed < 20:
+            time.sleep(0.02)
+        gone_after.append(time.monotonic() - killed)
+
+    def kill_inside_the_hang(p: Progress) -> None:
+        if p.result is not None and not orphans:  # the next scenario is causal: the kernel hangs
+            time.sleep(0.5)
+            kill_busy_worker(one, orphans)
+            threading.Thread(target=watch, daemon=True).start()
+
+    out = one.run(job("hang_on_causal", MANY[:4], scenario_timeout_s=2.0), kill_inside_the_hang)
+    assert orphans, "no evaluation process was found under the killed worker"
+    assert gone_after and gone_after[0] < 2.0
+    assert [r.status for r in out.results] == [PASS, TIMEOUT, PASS, TIMEOUT]  # the second run's verdicts
 
 
 def test_a_shard_whose_workers_keep_dying_is_reported_failed_with_the_reason() -> None:
