@@ -8,7 +8,8 @@
 #
 # Parts: verifier (cheat table, checks' overhead, fa2-mma-a timed twice over all 182),
 # gallery (wgmma-ws-a over all 182 with every peer), tests (pytest -m gpu), cluster (two
-# workers on one GPU, the whole suite sharded). Each part's log lands in OUTDIR; a table last.
+# workers on one GPU, the whole suite sharded), campaigns (issue 15's experiment, three seeds;
+# EVALUATIONS, SEEDS and DEADLINE_S override its budget). Each part's log lands in OUTDIR; a table last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR=${1:?usage: gpu_checks.sh OUTDIR PART...}
@@ -49,6 +50,18 @@ for part in "$@"; do
     cluster)
       step cluster python3 scripts/cluster_gpu_proof.py kernels/attention/gallery/fa2-mma-a.cu --gpus 0,0 \
         --json "$OUT_DIR/cluster_proof.json"
+      ;;
+    campaigns)
+      # Issue 15's experiment: three seeds, every arm on the same budget of evaluations over five
+      # scenarios (one per category), then the table over the seeds (docs/campaigns.md).
+      FIVE="prefill-d128-s4096-b4-h16-full gqa-llama3-70b-tp8-s8192-b1-causal chunk-llama3-70b-tp8-q2048-k32768
+            decode-llama3-8b-tp1-q4-b128-k1024 ragged-d256-q2049-k4097-causal"
+      for seed in ${SEEDS:-0 1 2}; do
+        # shellcheck disable=SC2086
+        step "campaigns-s$seed" python3 scripts/campaign_experiment.py --out "$OUT_DIR/campaigns/s$seed" \
+          --seeds "$seed" --evaluations "${EVALUATIONS:-12}" --deadline-s "${DEADLINE_S:-240}" --scenarios $FIVE
+      done
+      step campaigns-table python3 scripts/campaign_experiment.py --table "$OUT_DIR"/campaigns/s*
       ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
   esac
