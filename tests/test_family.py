@@ -289,3 +289,14 @@ def test_tma_kernel_compiles_without_spills(tmp_path: Path) -> None:
     for b in sm90:
         assert " 0 bytes spill stores, 0 bytes spill loads" in b, b[:600]
     assert "C7510" not in log and "C7508" not in log
+
+
+def test_tma_gallery_report_was_measured_on_the_strict_build_of_the_gallery_file() -> None:
+    import hashlib
+
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    report = json.loads((gallery / "wgmma-tma-a.json").read_text())
+    strict = "#define SOCRATIC_SM90_TMA_STRICT 1\n" + (gallery / "wgmma-tma-a.cu").read_text()
+    assert report["compile"]["source_sha256"] == hashlib.sha256(strict.encode()).hexdigest()
+    assert report["verdict"]["status"] == "accepted"
+    assert report["geomean"]["all"]["passed"] == report["geomean"]["all"]["scenarios"] == 182
