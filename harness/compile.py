@@ -20,7 +20,12 @@ KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
 DEFAULT_INCLUDE = KERNELS_DIR / "attention"
 DEFAULT_ARCH = "sm_90a"
 # -Xptxas -v: the resource report (registers, shared memory, spills) lands in every build log.
-BASE_FLAGS = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo", "-Xptxas", "-v")
+# -z defs: every name the library uses must be defined by what it links; libcuda is not linked,
+# so a driver function other than the shim's cuTensorMapEncodeTiled fails the build.
+BASE_FLAGS = (
+    "-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo", "-Xptxas", "-v",
+    "-Xlinker", "-z", "-Xlinker", "defs",
+)
 COMPILE_TIMEOUT_S = 300
 
 

@@ -51,14 +51,30 @@ BANNED_CALLS: tuple[tuple[str, str], ...] = (
      "touches files"),
     (r"socket|connect|bind|listen|accept|gethostbyname|getaddrinfo", "uses the network"),
     (r"getenv|setenv|putenv|unsetenv|secure_getenv", "reads or writes the environment"),
-    (r"dlopen|dlsym|dlmopen|LoadLibrary\w*", "loads code dynamically"),
+    (r"LoadLibrary\w*|cudaLibraryLoad\w*", "loads code dynamically"),
     (r"asm\s*volatile\s*\(\s*\"\s*(syscall|int\s+\$0x80)", "makes system calls"),
     (r"syscall|ptrace|prctl|kill", "makes system calls"),
-    (r"cudaGetDriverEntryPoint\w*|cuGetProcAddress\w*",
-     "looks up driver functions by name (a way around these checks)"),
     (r"cuCtxSetLimit|cuCtxResetPersistingL2Cache",
      "changes device state beyond the call (persisting L2, limits, reset)"),
 )
+
+# The one driver function a kernel may name: it builds a tensor map on the host (no device
+# state, no launch). The harness's shim defines it and forwards it to the driver, so the
+# kernel's library links no libcuda (docs/decisions.md, "Tensor maps ...").
+ALLOWED_DRIVER_CALLS = frozenset({"cuTensorMapEncodeTiled"})
+# Any other driver-API name (cuLaunchKernel, cuGetProcAddress, ...), and every way to fetch a
+# function by its name at run time, is refused wherever it appears -- called, taken as a
+# pointer, aliased by a macro or named inside an asm statement -- not only when called.
+_DRIVER_NAME_RE = re.compile(r"(?<![\w$])(cu[A-Z]\w*)")
+_LOOKUP_RE = re.compile(
+    r"(?<![\w$])(cudaGetDriverEntryPoint\w*|dlopen|dlsym|dlvsym|dlmopen|dladdr\w*|dlinfo"
+    r"|__libc_dl\w*|_dl_\w+)(?![\w$])"
+)
+_LOOKUP_WHY = "looks up driver functions by name (a way around these checks)"
+# Token pasting (## or its digraph %:%:) and universal-character names build an identifier the
+# checks above cannot read; a kernel has no need for either.
+_PASTE_RE = re.compile(r"##|%:%:|%:\s*define|\\[uU][0-9A-Fa-f]{4}")
+_ASM_RE = re.compile(r"(?<![\w$])(?:asm|__asm__|__asm)(?![\w$])")
 
 # The contract: launch only on the stream the harness passes. Launches with no stream
 # (<<<grid, block>>> or <<<grid, block, smem>>>) and the named default streams go to a stream
@@ -85,8 +101,26 @@ class Finding:
         return f"line {self.line}: {self.message}"
 
 
-def strip_comments_and_strings(text: str) -> str:
-    """Blank out comments and string/char literals, keeping line breaks (line numbers hold)."""
+def splice_lines(text: str) -> str:
+    """Join backslash-continued lines as the compiler does (a name split over two lines is one
+    identifier), keeping the line count: the joined line sits on its first line's number."""
+    out: list[str] = []
+    pending = 0
+    for line in text.split("\n"):
+        if out and out[-1].endswith("\\"):
+            out[-1] = out[-1][:-1] + line
+            pending += 1
+            continue
+        out.extend([""] * pending)
+        pending = 0
+        out.append(line)
+    out.extend([""] * pending)
+    return "\n".join(out)
+
+
+def strip_comments_and_strings(text: str, *, strings: bool = True) -> str:
+    """Blank out comments and string/char literals (only comments with strings=False), keeping
+    every character's position (line numbers hold)."""
     out: list[str] = []
     i, n = 0, len(text)
     while i < n:
@@ -106,7 +140,11 @@ def strip_comments_and_strings(text: str) -> str:
             j = i + 1
             while j < n and text[j] != c and text[j] != "\n":
                 j += 2 if text[j] == "\\" else 1
-            out.append(c + " " * max(0, min(j, n) - i - 1) + (c if j < n else ""))
+            j = min(j, n)
+            if strings:
+                out.append(c + " " * max(0, j - i - 1) + (c if j < n else ""))
+            else:
+                out.append(text[i:j + 1])
             i = j + 1
         else:
             out.append(c)
@@ -130,13 +168,26 @@ def check_source(text: str) -> list[Finding]:
                 no, "banned-header",
                 f"includes {header}: only CUDA toolkit headers and the contract header are allowed",
             ))
-    code = strip_comments_and_strings(text)
+    spliced = splice_lines(text)
+    code = strip_comments_and_strings(spliced)
     for no, line in enumerate(code.splitlines(), 1):
-        if line.lstrip().startswith("#"):
+        directive = line.lstrip().startswith(("#", "%:"))
+        if directive and _INCLUDE_RE.match(line.replace("%:", "#", 1)):
             continue
+        seen: set[int] = set()
         for regex, why in _CALL_RES:
             for m in regex.finditer(line):
+                seen.add(m.start(1))
                 findings.append(Finding(no, "banned-call", f"calls {m.group(1)}: {why}"))
+        findings.extend(_name_findings(no, line, seen))
+        for m in _PASTE_RE.finditer(line):
+            findings.append(Finding(
+                no, "banned-call",
+                f"uses {m.group(0).strip()}: token pasting, digraph directives and universal "
+                "character names build names these checks cannot read",
+            ))
+        if directive:
+            continue
         for m in DEFAULT_STREAM_NAMES.finditer(line):
             findings.append(Finding(
                 no, "default-stream",
@@ -150,7 +201,47 @@ def check_source(text: str) -> list[Finding]:
                     "launches a kernel without a stream (<<<grid, block[, smem]>>> runs on the "
                     "default stream): pass the harness's stream as the fourth launch argument",
                 ))
+    findings.extend(_asm_findings(code, strip_comments_and_strings(spliced, strings=False)))
     return sorted(findings, key=lambda f: f.line)
+
+
+def _name_findings(no: int, text: str, seen: set[int] | None = None) -> list[Finding]:
+    """Driver-API names other than the allowed one, and run-time function look-ups, wherever
+    they appear in `text` (a call, a pointer, a macro body, an asm string)."""
+    found: list[Finding] = []
+    for m in _LOOKUP_RE.finditer(text):
+        found.append(Finding(no, "banned-call", f"names {m.group(1)}: {_LOOKUP_WHY}"))
+    for m in _DRIVER_NAME_RE.finditer(text):
+        name = m.group(1)
+        if name in ALLOWED_DRIVER_CALLS or (seen is not None and m.start(1) in seen):
+            continue
+        found.append(Finding(
+            no, "banned-call",
+            f"names {name}: the only driver function a kernel may use is "
+            f"{', '.join(sorted(ALLOWED_DRIVER_CALLS))} (the harness provides it)",
+        ))
+    return found
+
+
+def _asm_findings(code: str, with_strings: str) -> list[Finding]:
+    """asm statements keep their text in strings, which the other rules blank out: a host asm
+    `call cuLaunchKernel` or `call dlsym@PLT` is read here."""
+    found: list[Finding] = []
+    for m in _ASM_RE.finditer(code):
+        start = code.find("(", m.end())
+        if start < 0:
+            continue
+        depth, end = 0, start
+        for end in range(start, len(code)):
+            if code[end] == "(":
+                depth += 1
+            elif code[end] == ")":
+                depth -= 1
+                if depth == 0:
+                    break
+        no = code.count("\n", 0, m.start()) + 1
+        found.extend(_name_findings(no, with_strings[start:end + 1]))
+    return found
 
 
 def _launch_arity(config: str) -> int:

@@ -10,6 +10,7 @@ from kernels.attention.family.space import HEAD_DIMS, Knobs, knobs_from_mapping
 
 TEMPLATE = Path(__file__).with_name("template.cu.in")
 TEMPLATE_SM90 = Path(__file__).with_name("template_sm90.cu.in")
+TEMPLATE_SM90_TMA = Path(__file__).with_name("template_sm90_tma.cu.in")
 # The Hopper section goes into the namespace after the mma.sync launchers, which it falls back
 # to for decode shapes; the ABI entry points then call its dispatchers.
 SM90_ANCHOR = "bool aligned16(const void* p)"
@@ -114,14 +115,68 @@ def sm90_constants(k: Knobs) -> str:
     return "\n".join(lines)
 
 
+def _swap(text: str, old: str, new: str, count: int = 1) -> str:
+    """Replace `old`, which must occur exactly `count` times (a template edit that moves it
+    fails the render loudly instead of leaving a half-converted kernel)."""
+    found = text.count(old)
+    if found != count:
+        raise RuntimeError(f"template_sm90.cu.in: expected {count} of {old!r}, found {found}")
+    return text.replace(old, new)
+
+
+# wg_load=tma: the cp.async kernel becomes a template on kTma; the copy-engine producer and the
+# host's tensor maps come from template_sm90_tma.cu.in. wg_load=cp_async renders the Hopper
+# section unchanged, so its files keep their bytes.
+_KERNEL_HEAD = "template <int D>\n__global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90("
+_TMA_EDITS = (
+    (_KERNEL_HEAD + "const SocraticAttentionArgs a, const Sched sc) {",
+     "template <int D, bool kTma>\n__global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(\n"
+     "    const SocraticAttentionArgs a, const Sched sc, const __grid_constant__ Sm90Maps maps) {", 1),
+    ("mbar_init(q_full, 128);", "mbar_init(q_full, kTma ? 1 : 128);", 1),
+    ("mbar_init(k_full(s), 128);", "mbar_init(k_full(s), kTma ? 1 : 128);", 1),
+    ("mbar_init(v_full(s), 128);", "mbar_init(v_full(s), kTma ? 1 : 128);", 1),
+    ("    const int p = tid;  // 0..127\n",
+     "    if constexpr (kTma) {\n"
+     "      if (tid == 0) sm90_produce_tma<D>(a, sc, maps, q_s, k_s, v_s, bars);\n"
+     "      return;\n"
+     "    }\n"
+     "    const int p = tid;  // 0..127\n", 1),
+    ("template <int D>\nint prepare_sm90() {", "template <int D, bool kTma>\nint prepare_sm90() {", 1),
+    ("cudaFuncSetAttribute(attn_fwd_sm90<D>,", "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma>,", 1),
+    ("  const int err = prepare_sm90<D>();\n",
+     "  Sm90Maps maps{};\n"
+     "  const bool tma = sm90_maps<D>(a, gp, &maps);\n"
+     "#ifdef SOCRATIC_SM90_TMA_STRICT\n"
+     "  if (!tma) return cudaErrorNotSupported;  // a check build: no silent cp.async fallback\n"
+     "#endif\n"
+     "  const int err = tma ? prepare_sm90<D, true>() : prepare_sm90<D, false>();\n", 1),
+    ("  attn_fwd_sm90<D><<<grid, Sm90Cfg<D>::kThreads, Sm90Cfg<D>::kSmem, stream>>>(*a, s);\n",
+     "  if (tma) {\n"
+     "    attn_fwd_sm90<D, true><<<grid, Sm90Cfg<D>::kThreads, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);\n"
+     "  } else {\n"
+     "    attn_fwd_sm90<D, false><<<grid, Sm90Cfg<D>::kThreads, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);\n"
+     "  }\n", 1),
+)
+
+
+def _with_tma(text: str) -> str:
+    device, _, host = TEMPLATE_SM90_TMA.read_text().partition("//@@SM90_TMA_HOST@@\n")
+    text = _swap(text, _KERNEL_HEAD, device + _KERNEL_HEAD)
+    text = _swap(text, "template <int D>\nint prepare_sm90() {", host + "template <int D>\nint prepare_sm90() {")
+    for old, new, count in _TMA_EDITS:
+        text = _swap(text, old, new, count)
+    return text
+
+
 def sm90_section(k: Knobs) -> str:
     text = TEMPLATE_SM90.read_text()
     ss = {k.wg_block_n(d) for d in HEAD_DIMS}
     rs = set(HEAD_DIMS)
-    return (
+    text = (
         text.replace("//@@SM90_CONSTANTS@@", sm90_constants(k))
         .replace("//@@SM90_WGMMA@@", wgmma_wrappers(ss, rs))
     )
+    return _with_tma(text) if k.wg_load == "tma" else text
 
 
 def render(knobs: Knobs) -> str:
@@ -141,6 +196,8 @@ def render(knobs: Knobs) -> str:
             raise RuntimeError(f"template.cu.in lost the anchor {SM90_ANCHOR!r} of the Hopper section")
         tail = tail.replace("fam::launch<", "fam::launch_any<").replace("fam::workspace<", "fam::workspace_any<")
         text = head + sm90_section(knobs) + anchor + tail
+        if knobs.wg_load == "tma":
+            text = _swap(text, "#include <cuda_runtime.h>\n", "#include <cuda.h>\n#include <cuda_runtime.h>\n")
     return text
 
 

@@ -64,6 +64,8 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "stages": (1, 2, 3),                     # K/V shared-memory buffers in flight
         "smem_layout": ("swizzle", "pad"),       # XOR-swizzled 128 B panels, or rows padded by 16 B
         "wg_stages": (2, 3, 1),                  # mma=wgmma: K/V stages of the producer's ring
+        "wg_load": ("cp_async", "tma"),          # mma=wgmma: producer warpgroup's 16 B cp.async, or
+                                                 # one thread's tensor-map copies (copy engine)
     },
     "math": {
         "mma": ("mma_sync", "wgmma"),            # mma.sync everywhere, or the Hopper layer (sm_90a wgmma,
@@ -90,7 +92,7 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
 LAYERS = tuple(KNOB_SPACE)
 # Knobs that only the Hopper layer reads (mma=wgmma).
 HOPPER_KNOBS = ("wg_block_n_d64", "wg_block_n_d128", "wg_block_n_d256", "wg_consumers", "wg_stages",
-                "wg_overlap", "wg_pingpong")
+                "wg_overlap", "wg_pingpong", "wg_load")
 KNOB_LAYER = {knob: layer for layer, knobs in KNOB_SPACE.items() for knob in knobs}
 
 
@@ -133,6 +135,7 @@ class Knobs:
     wg_stages: int = 2
     wg_overlap: bool = True
     wg_pingpong: bool = True
+    wg_load: str = "cp_async"
 
     # -- views -----------------------------------------------------------------------------
 
@@ -167,6 +170,8 @@ class Knobs:
         if self.mma == "mma_sync":
             for name in ("mma", *HOPPER_KNOBS):
                 d.pop(name)
+        elif self.wg_load == "cp_async":
+            d.pop("wg_load")  # wgmma files rendered before the knob existed keep their bytes too
         return d
 
     def wg_block_n(self, head_dim: int) -> int:
@@ -196,7 +201,8 @@ class Knobs:
         if self.mma == "wgmma":
             parts += [f"wgmma-c{self.wg_consumers}-s{self.wg_stages}-n{self.wg_block_n_d64}"
                       f"-{self.wg_block_n_d128}-{self.wg_block_n_d256}"
-                      + ("-overlap" if self.wg_overlap else "") + ("-pingpong" if self.wg_pingpong else "")]
+                      + ("-overlap" if self.wg_overlap else "") + ("-pingpong" if self.wg_pingpong else "")
+                      + ("-tma" if self.wg_load == "tma" else "")]
         return "_".join(parts)
 
     # -- validation ------------------------------------------------------------------------
