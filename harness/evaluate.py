@@ -87,7 +87,25 @@ def evaluate_source(
 ) -> EvaluationReport:
     """Compile `source` (and `baseline`, default: the problem's baseline) and evaluate it."""
     settings = settings or EvalSettings()
+    own = executor is None
     executor = executor or LocalExecutor()
+    if own and isinstance(executor, LocalExecutor) and settings.device == "cuda":
+        # The worker process starts and imports torch while nvcc compiles (it touches no GPU
+        # before the job arrives); closed below if the evaluation ends without it.
+        executor.prestart()
+    try:
+        return _evaluate(source, scenarios, baseline, suite, settings, executor, progress, cancel,
+                         problem_name, arch)
+    finally:
+        if own and isinstance(executor, LocalExecutor):
+            executor.close()
+
+
+def _evaluate(
+    source: Path, scenarios: Sequence[Scenario], baseline: Path | None, suite: str,
+    settings: EvalSettings, executor: Executor, progress: ProgressFn | None,
+    cancel: threading.Event | None, problem_name: str, arch: str | None,
+) -> EvaluationReport:
     problem = get_problem(problem_name)
     baseline = baseline if baseline is not None else problem.baseline_source
     arch = arch or detect_arch()
