@@ -6,7 +6,7 @@ own timing loop. When an evaluation names a cache folder, each peer is checked a
 scenario once; later evaluations with the same GPU, software, scenario, trial layout and timing
 settings reuse the result until it is older than the cache's age limit, and the report marks
 the ratio as cached with the time it was measured. Peer ratios of a cached result are therefore
-not side by side; the candidate's and the baseline's times always are. Evaluations that back a
+not side by side; the candidate's time always is (the baseline's: see below). Evaluations that back a
 claim against a peer run without a cache (the CLI's default).
 
 One small JSON file per entry, written atomically, so that several worker processes can share

@@ -132,3 +132,19 @@ def test_a_report_carries_the_mark_through_json() -> None:
     assert again.scenarios[0].baseline_cached_at == 1000.0
     note = again.cached_baseline_note(now=1000.0 + 7200)
     assert note is not None and "2.0 h earlier" in note and "side by side" in note
+
+
+def test_only_the_problems_own_baseline_is_cached(tmp_path: Path) -> None:
+    """The judge's re-time of a contender against the leader goes through the same call with the
+    leader as the baseline: that one must be timed side by side, never taken from a cache."""
+    from harness.attention.problem import AttentionForward
+    from harness.evaluate import baseline_cache_settings
+
+    naive = AttentionForward.baseline_source
+    settings = EvalSettings()
+    assert baseline_cache_settings(settings, naive, naive).baseline_cache is True
+    leader = tmp_path / "leader.cu"
+    leader.write_text(naive.read_text())  # the same code elsewhere is still another kernel file
+    assert baseline_cache_settings(settings, leader, naive).baseline_cache is False
+    off = EvalSettings(baseline_cache=False)
+    assert baseline_cache_settings(off, naive, naive).baseline_cache is False

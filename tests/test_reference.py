@@ -66,7 +66,7 @@ def test_batches_grouped_in_one_chunk_give_the_per_batch_answer(causal: bool) ->
     q = torch.randn(b, sq, hq, d, generator=g).to(torch.bfloat16)
     k = torch.randn(b, sk, hkv, d, generator=g).to(torch.bfloat16)
     v = torch.randn(b, sk, hkv, d, generator=g).to(torch.bfloat16)
-    one_batch = sq * hq * sk * 4
+    one_batch = sq * hq * sk * 4 + 4 * hkv * sk * d * 4
     for dtype in (torch.float32, torch.bfloat16):
         alone = attention_reference(q, k, v, causal=causal, scale=0.3, compute_dtype=dtype,
                                     chunk_bytes=1)

@@ -37,9 +37,10 @@ def attention_reference(
     compute_dtype=bfloat16: the same math with bf16 matmul operands and outputs, as a bf16
     kernel would do it; its error against the fp32 reference sets the tolerance.
     Rows that see no key (possible only with custom shapes) are defined as zeros.
-    Work is chunked over batches and queries so that one chunk's fp32 scores stay under
-    `chunk_bytes` (default: sized to the device, chunk_bytes_for): several small batches go in
-    one matrix product, a long sequence is cut into blocks of queries.
+    Work is chunked over batches and queries so that one chunk's fp32 scores (and, when several
+    batches go together, their converted K and V) stay under `chunk_bytes` (default: sized to
+    the device, chunk_bytes_for): several small batches go in one matrix product, a long
+    sequence is cut into blocks of queries.
     """
     b, sq, hq, d = q.shape
     sk, hkv = k.shape[1], k.shape[2]
@@ -50,8 +51,9 @@ def attention_reference(
     out = torch.empty((b, sq, hq, d), dtype=out_dtype, device=q.device)
     budget = chunk_bytes if chunk_bytes is not None else chunk_bytes_for(q.device)
     row_bytes = max(1, hq * sk * 4)  # fp32 scores of one query over every head
-    if sq * row_bytes <= budget:
-        batches, rows = max(1, budget // (sq * row_bytes)), sq
+    kv_bytes = 4 * hkv * sk * d * 4  # one batch's K and V, converted and regrouped
+    if sq * row_bytes + kv_bytes <= budget:
+        batches, rows = max(1, budget // (sq * row_bytes + kv_bytes)), sq
     else:
         batches, rows = 1, max(1, budget // row_bytes)
     offset = sk - sq
