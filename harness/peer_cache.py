@@ -48,17 +48,22 @@ def _shape(scenario: Scenario) -> dict[str, Any]:
     return shape
 
 
-def entry_key(device: dict[str, Any], peer: str, scenario: Scenario, settings: EvalSettings) -> str:
+def _key(device: dict[str, Any], scenario: Scenario, settings: EvalSettings,
+         what: dict[str, Any]) -> str:
+    """A hash of what an entry is (`what`) and everything that changes its measurement."""
     parts = {
-        "format": FORMAT,
+        **what,
         "device": {k: device.get(k) for k in DEVICE_KEYS},
-        "peer": peer,
         "shape": _shape(scenario),
         "trials": settings.trials,
         "seed": settings.seed,
         "timing": asdict(settings.timing),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def entry_key(device: dict[str, Any], peer: str, scenario: Scenario, settings: EvalSettings) -> str:
+    return _key(device, scenario, settings, {"format": FORMAT, "peer": peer})
 
 
 def _read(path: Path) -> dict[str, Any] | None:
@@ -138,16 +143,7 @@ def library_digest(path: Path) -> str:
 
 def baseline_key(device: dict[str, Any], library_sha256: str, scenario: Scenario,
                  settings: EvalSettings) -> str:
-    parts = {
-        "format": BASELINE_FORMAT,
-        "device": {k: device.get(k) for k in DEVICE_KEYS},
-        "baseline": library_sha256,
-        "shape": _shape(scenario),
-        "trials": settings.trials,
-        "seed": settings.seed,
-        "timing": asdict(settings.timing),
-    }
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
+    return _key(device, scenario, settings, {"format": BASELINE_FORMAT, "baseline": library_sha256})
 
 
 @dataclass(frozen=True)
