@@ -129,6 +129,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         measure=not args.correctness_only,
         peer_cache_dir=str(Path(args.peer_cache).resolve()) if args.peer_cache else None,
         peer_cache_max_age_s=args.peer_cache_hours * 3600,
+        baseline_cache=not args.time_baseline,
     )
     bar = ProgressBar(len(scenarios))
     executor = None
@@ -244,6 +245,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                         "report marks those ratios as cached. Default: every peer timed side by side")
     p.add_argument("--peer-cache-hours", type=float, default=24.0,
                    help="how old a cached peer time may be (default 24)")
+    p.add_argument("--time-baseline", action="store_true",
+                   help="time the naive baseline in this evaluation instead of taking its time from the "
+                        "baseline cache (kept per GPU, software, scenario and baseline library)")
     p.add_argument("--correctness-only", action="store_true",
                    help="verify every scenario but time nothing")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help=argparse.SUPPRESS)

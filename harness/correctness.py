@@ -26,10 +26,13 @@ def rounding_floor(ref32: torch.Tensor) -> float:
     return float((ref32.to(torch.bfloat16).float() - ref32).abs().max().item())
 
 
-def tolerance_tensor(ref32: torch.Tensor, ref_lowp: torch.Tensor) -> torch.Tensor:
-    """The tolerance as a 0-d tensor on the references' device (no synchronization)."""
-    lowp_error = (ref_lowp.float() - ref32).abs().max()
-    return 2.0 * lowp_error + (ref32.to(torch.bfloat16).float() - ref32).abs().max()
+def tolerance_tensor(ref32: torch.Tensor, ref_lowp: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    """The tolerance as a 0-d tensor on the references' device (no synchronization); with
+    `dim`, one tolerance per index of the other dimensions (several checks in one batch)."""
+    def worst(t: torch.Tensor) -> torch.Tensor:
+        return t.abs().max() if dim is None else t.abs().amax(dim=dim)
+
+    return 2.0 * worst(ref_lowp.float() - ref32) + worst(ref32.to(torch.bfloat16).float() - ref32)
 
 
 def tolerance(ref32: torch.Tensor, ref_lowp: torch.Tensor) -> float:

@@ -7,7 +7,7 @@ import datetime as dt
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -59,6 +59,15 @@ def precompile(source: Path, arch: str | None = None) -> bool:
     return True
 
 
+def baseline_cache_settings(settings: EvalSettings, baseline: Path, naive: Path) -> EvalSettings:
+    """The baseline cache is for the problem's own naive baseline only: a kernel timed against
+    another one (the judge's re-time of a contender against the leader, `--baseline`) is
+    timed side by side with it."""
+    if settings.baseline_cache and baseline.resolve() != naive.resolve():
+        return replace(settings, baseline_cache=False)
+    return settings
+
+
 def not_compiled_report(
     kernel: str, baseline: str | None, scenarios: Sequence[Scenario], suite: str,
     info: CompileInfo, reason: str,
@@ -87,9 +96,28 @@ def evaluate_source(
 ) -> EvaluationReport:
     """Compile `source` (and `baseline`, default: the problem's baseline) and evaluate it."""
     settings = settings or EvalSettings()
+    own = executor is None
     executor = executor or LocalExecutor()
+    if own and isinstance(executor, LocalExecutor) and settings.device == "cuda":
+        # The worker process starts and imports torch while nvcc compiles (it touches no GPU
+        # before the job arrives); closed below if the evaluation ends without it.
+        executor.prestart()
+    try:
+        return _evaluate(source, scenarios, baseline, suite, settings, executor, progress, cancel,
+                         problem_name, arch)
+    finally:
+        if own and isinstance(executor, LocalExecutor):
+            executor.close()
+
+
+def _evaluate(
+    source: Path, scenarios: Sequence[Scenario], baseline: Path | None, suite: str,
+    settings: EvalSettings, executor: Executor, progress: ProgressFn | None,
+    cancel: threading.Event | None, problem_name: str, arch: str | None,
+) -> EvaluationReport:
     problem = get_problem(problem_name)
     baseline = baseline if baseline is not None else problem.baseline_source
+    settings = baseline_cache_settings(settings, baseline, problem.baseline_source)
     arch = arch or detect_arch()
     started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()

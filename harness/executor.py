@@ -118,6 +118,14 @@ class LocalExecutor(Executor):
         send.close()
         return proc, recv
 
+    def prestart(self) -> None:
+        """Start a spare process now, even on an executor without spare=True: it imports torch
+        and the harness while the caller compiles, and the next job goes to it."""
+        with self._lock:
+            have = self._spare is not None
+        if not have:
+            self._spawn_spare()
+
     def close(self) -> None:
         """End the spare process, if there is one."""
         with self._lock:

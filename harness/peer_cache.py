@@ -6,11 +6,17 @@ own timing loop. When an evaluation names a cache folder, each peer is checked a
 scenario once; later evaluations with the same GPU, software, scenario, trial layout and timing
 settings reuse the result until it is older than the cache's age limit, and the report marks
 the ratio as cached with the time it was measured. Peer ratios of a cached result are therefore
-not side by side; the candidate's and the baseline's times always are. Evaluations that back a
+not side by side; the candidate's time always is (the baseline's: see below). Evaluations that back a
 claim against a peer run without a cache (the CLI's default).
 
 One small JSON file per entry, written atomically, so that several worker processes can share
-the folder without a lock; an unreadable or foreign entry is a miss."""
+the folder without a lock; an unreadable or foreign entry is a miss.
+
+The naive baseline's time is cached the same way (BaselineCache), by default for every
+evaluation on a GPU: the baseline is the same code for every candidate, so its time on a GPU
+changes only with the GPU, the software, the scenario, the baseline library and the timing
+settings, all of which are in the key. A cached baseline time is marked in the report
+(`baseline_cached_at`); the candidate and the peers are still timed side by side."""
 
 from __future__ import annotations
 
@@ -19,7 +25,7 @@ import json
 import os
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,21 +40,53 @@ FORMAT = 2
 DEVICE_KEYS = ("name", "capability", "sm_count", "torch", "cuda", "cudnn")
 
 
-def entry_key(device: dict[str, Any], peer: str, scenario: Scenario, settings: EvalSettings) -> str:
+def _shape(scenario: Scenario) -> dict[str, Any]:
+    """What the scenario asks of a kernel: its name, category and visibility do not matter."""
     shape = scenario.to_dict()
-    shape.pop("name", None)
-    shape.pop("hidden", None)
-    shape.pop("category", None)
+    for name in ("name", "hidden", "category"):
+        shape.pop(name, None)
+    return shape
+
+
+def _key(device: dict[str, Any], scenario: Scenario, settings: EvalSettings,
+         what: dict[str, Any]) -> str:
+    """A hash of what an entry is (`what`) and everything that changes its measurement."""
     parts = {
-        "format": FORMAT,
+        **what,
         "device": {k: device.get(k) for k in DEVICE_KEYS},
-        "peer": peer,
-        "shape": shape,
+        "shape": _shape(scenario),
         "trials": settings.trials,
         "seed": settings.seed,
         "timing": asdict(settings.timing),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def entry_key(device: dict[str, Any], peer: str, scenario: Scenario, settings: EvalSettings) -> str:
+    return _key(device, scenario, settings, {"format": FORMAT, "peer": peer})
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return d if isinstance(d, dict) else None
+
+
+def _write(folder: Path, path: Path, entry: dict[str, Any]) -> None:
+    """Atomically; a cache that cannot be written costs the next evaluation a measurement and
+    must never fail the scenario of the kernel under evaluation."""
+    tmp: str | None = None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(entry, f)
+        os.replace(tmp, path)
+    except OSError:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
 
 
 class PeerCache:
@@ -63,9 +101,10 @@ class PeerCache:
         return self.folder / f"{entry_key(self.device, peer, scenario, self.settings)}.json"
 
     def get(self, peer: str, scenario: Scenario, now: float | None = None) -> PeerResult | None:
-        path = self._path(peer, scenario)
+        d = _read(self._path(peer, scenario))
+        if d is None:
+            return None
         try:
-            d = json.loads(path.read_text())
             measured_at = float(d["measured_at"])
             result = PeerResult(status=str(d["status"]), time_ms=d.get("time_ms"),
                                 tflops=d.get("tflops"), reason=str(d.get("reason", "")))
@@ -88,15 +127,68 @@ class PeerCache:
         entry = {"peer": peer, "scenario": scenario.name, "device": {k: self.device.get(k) for k in DEVICE_KEYS},
                  "status": result.status, "time_ms": result.time_ms, "tflops": result.tflops,
                  "reason": result.reason, "measured_at": time.time()}
-        # A cache that cannot be written costs the next evaluation a peer measurement; it must
-        # never fail the scenario of the kernel under evaluation.
-        tmp: str | None = None
+        _write(self.folder, self._path(peer, scenario), entry)
+
+
+# 1: the baseline timed interleaved with the candidate and the peers on fresh inputs behind a
+# device hold (harness/timing.py), the median of its calls.
+BASELINE_FORMAT = 1
+
+
+def library_digest(path: Path) -> str:
+    """sha256 of a built kernel library: its build hash covers the source, the contract header,
+    the shim, nvcc's flags and version, so a changed baseline is another library."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def baseline_key(device: dict[str, Any], library_sha256: str, scenario: Scenario,
+                 settings: EvalSettings) -> str:
+    return _key(device, scenario, settings, {"format": BASELINE_FORMAT, "baseline": library_sha256})
+
+
+@dataclass(frozen=True)
+class BaselineTime:
+    median_ms: float
+    spread: float
+    reps: int
+    measured_at: float
+
+
+class BaselineCache:
+    """The naive baseline's median time per (GPU, software, scenario shape, baseline library,
+    trials, seed, timing settings)."""
+
+    def __init__(self, folder: Path, max_age_s: float, device: dict[str, Any],
+                 settings: EvalSettings, library_sha256: str) -> None:
+        self.folder = folder
+        self.max_age_s = max_age_s
+        self.device = device
+        self.settings = settings
+        self.library_sha256 = library_sha256
+
+    def _path(self, scenario: Scenario) -> Path:
+        key = baseline_key(self.device, self.library_sha256, scenario, self.settings)
+        return self.folder / f"baseline-{key}.json"
+
+    def get(self, scenario: Scenario, now: float | None = None) -> BaselineTime | None:
+        d = _read(self._path(scenario))
+        if d is None or d.get("baseline") != self.library_sha256:
+            return None
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
-            with os.fdopen(fd, "w") as f:
-                json.dump(entry, f)
-            os.replace(tmp, self._path(peer, scenario))
-        except OSError:
-            if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
+            found = BaselineTime(float(d["median_ms"]), float(d["spread"]), int(d["reps"]),
+                                 float(d["measured_at"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+        if not found.median_ms > 0:
+            return None
+        if (now if now is not None else time.time()) - found.measured_at > self.max_age_s:
+            return None
+        return found
+
+    def put(self, scenario: Scenario, median_ms: float, spread: float, reps: int) -> None:
+        if not median_ms > 0:
+            return
+        entry = {"baseline": self.library_sha256, "scenario": scenario.name,
+                 "device": {k: self.device.get(k) for k in DEVICE_KEYS}, "median_ms": median_ms,
+                 "spread": spread, "reps": reps, "measured_at": time.time()}
+        _write(self.folder, self._path(scenario), entry)

@@ -71,6 +71,9 @@ class ScenarioResult:
     gbps: float | None = None
     baseline_ms: float | None = None
     speedup_vs_baseline: float | None = None
+    # Set when baseline_ms came from the baseline cache (harness/peer_cache.py: BaselineCache):
+    # the Unix time it was measured, in an earlier evaluation on the same GPU and software.
+    baseline_cached_at: float | None = None
     peers: dict[str, PeerResult] = field(default_factory=dict)
     speedup_vs_peers: dict[str, float] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
@@ -166,6 +169,18 @@ class EvaluationReport:
         age_h = ((now if now is not None else time.time()) - min(stamps)) / 3600
         return (f"{len(stamps)} of {total} peer results came from the peer cache (the oldest measured "
                 f"{age_h:.1f} h earlier): those ratios are not side by side")
+
+    def cached_baseline_note(self, now: float | None = None) -> str | None:
+        """Says how many baseline times came from the baseline cache; None when the baseline
+        was timed in this evaluation (or not at all)."""
+        stamps = [s.baseline_cached_at for s in self.scenarios if s.baseline_cached_at is not None]
+        if not stamps:
+            return None
+        total = sum(s.baseline_ms is not None for s in self.scenarios)
+        age_h = ((now if now is not None else time.time()) - min(stamps)) / 3600
+        return (f"{len(stamps)} of {total} baseline times came from the baseline cache (the oldest "
+                f"measured {age_h:.1f} h earlier on this GPU and software): the naive baseline is "
+                "not re-timed; the kernel and the peers were timed side by side")
 
     def unavailable_peers(self) -> dict[str, str]:
         """Peers the evaluation asked for that could not run on its machine, with the reason."""
@@ -348,9 +363,9 @@ def render_geomeans(report: EvaluationReport) -> list[str]:
             f"vs baseline {_fmt(s.vs_baseline, '.3f', 'x')}  {peers}  "
             f"TFLOP/s {_fmt(s.tflops, '.1f')}"
         )
-    note = report.cached_peer_note()
-    if note:
-        out.append(f"note: {note}")
+    for note in (report.cached_peer_note(), report.cached_baseline_note()):
+        if note:
+            out.append(f"note: {note}")
     out.extend(f"note: peer {name} not timed: {why}" for name, why in report.unavailable_peers().items())
     if report.flags:
         out.append("flags: " + "; ".join(report.flags))

@@ -39,6 +39,13 @@ class EvalSettings:
     # how old an entry may be. None: every peer is checked and timed side by side.
     peer_cache_dir: str | None = None
     peer_cache_max_age_s: float = 86400.0
+    # The naive baseline's time, cached per GPU, software, scenario, baseline library and timing
+    # settings (harness/peer_cache.py: BaselineCache); the report marks a cached baseline time.
+    # On the GPU it is on by default, in `baseline_cache_dir` or the compile cache's folder
+    # (`<cache>/baseline-times`); on the CPU backend only when a folder is named.
+    baseline_cache: bool = True
+    baseline_cache_dir: str | None = None
+    baseline_cache_max_age_s: float = 30 * 86400.0
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

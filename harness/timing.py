@@ -67,6 +67,11 @@ def reps_for(estimate_ms: float, s: TimingSettings) -> int:
     return max(floor, min(s.max_reps, math.ceil(s.budget_ms / estimate_ms)))
 
 
+def lead_ms(host_ms: float, s: TimingSettings) -> float:
+    """How long the device is held before a call whose host enqueue took host_ms."""
+    return min(s.max_lead_ms, s.lead_factor * host_ms + s.lead_slack_ms)
+
+
 def time_interleaved(
     device: Device, launches: Mapping[str, Launch], n_sets: int, settings: TimingSettings,
     before: Mapping[str, Launch] | None = None,
@@ -77,17 +82,18 @@ def time_interleaved(
     The wall-clock cross-check runs for the names in `cross_check` only (the candidate)."""
     names = list(launches)
     before = before or {}
-    lead = 0.0
+    # Each implementation's device hold covers its own host enqueue time: a peer's dispatch
+    # through torch is slower than a ctypes call, and the hold is pure waiting on the device.
+    leads: dict[str, float] = {}
 
     def prepare(name: str, set_index: int) -> None:
         if name in before:
             before[name](set_index)
         device.flush_cache()
-        device.hold(lead)
+        device.hold(leads.get(name, 0.0))
 
     # Warm-up calls are not timed; they measure how long the host takes to enqueue a call.
     # The first timed call sets the number of repetitions.
-    host_ms: list[float] = []
     for name in names:
         fn = launches[name]
         fastest = float("inf")
@@ -96,19 +102,18 @@ def time_interleaved(
             t0 = time.perf_counter()
             fn(w % n_sets)
             fastest = min(fastest, (time.perf_counter() - t0) * 1e3)
-        host_ms.append(fastest)
-        device.synchronize()
-    if host_ms and math.isfinite(max(host_ms)):
-        lead = min(settings.max_lead_ms, settings.lead_factor * max(host_ms) + settings.lead_slack_ms)
+        if math.isfinite(fastest):
+            leads[name] = lead_ms(fastest, settings)
+    device.synchronize()
     pending: dict[str, list[Callable[[], float]]] = {name: [] for name in names}
     estimates: dict[str, float] = {}
     for name in names:
         fn = launches[name]
         prepare(name, 0)
-        read = device.time_call(lambda fn=fn: fn(0))  # type: ignore[misc]
-        device.synchronize()
-        estimates[name] = read()
-        pending[name].append(read)
+        pending[name].append(device.time_call(lambda fn=fn: fn(0)))  # type: ignore[misc]
+    device.synchronize()  # one synchronization for every implementation's first timed call
+    for name in names:
+        estimates[name] = pending[name][0]()
     reps = {name: reps_for(estimates[name], settings) for name in names}
     for r in range(1, max(reps.values(), default=0)):
         for name in names if r % 2 == 0 else reversed(names):

@@ -38,7 +38,7 @@ from harness.integrity import (
     tail_reason,
 )
 from harness.lifeline import follow_parent
-from harness.peer_cache import PeerCache
+from harness.peer_cache import BaselineCache, PeerCache, library_digest
 from harness.problem import KernelSpec, LoadedKernel, Problem, TimedInputs
 from harness.report import (
     CRASH,
@@ -125,6 +125,7 @@ class ScenarioEvaluator:
         settings: EvalSettings,
         rates: Rates | None,
         peer_cache: PeerCache | None = None,
+        baseline_cache: BaselineCache | None = None,
     ) -> None:
         self.problem = problem
         self.device = device
@@ -133,6 +134,8 @@ class ScenarioEvaluator:
         self.settings = settings
         self.rates = rates
         self.peer_cache = peer_cache
+        self.baseline_cache = baseline_cache
+        self._baseline_timed: tuple[float, float, int] | None = None  # median, spread, reps
         self._l2_floor = 0  # persisting-L2 limit a reset leaves (see reset_persisting_l2)
         self._profiled_win = False
 
@@ -285,13 +288,16 @@ class ScenarioEvaluator:
             trial_sets.append((inputs, bufs))
             self.device.release_memory()
         if settings.measure:
+            self._baseline_timed = None
             self._time(s, r, trial_sets, peers, peer_status, cached)
-            # Only peer times from a clean scenario are kept: a candidate that got a flag
-            # may have disturbed the device the peers were timed on.
+            # Only peer and baseline times from a clean scenario are kept: a candidate that got
+            # a flag may have disturbed the device they were timed on.
             if self.peer_cache is not None and not r.flags:
                 for pname in peers:
                     if pname in r.peers:
                         self.peer_cache.put(pname, s, r.peers[pname])
+            if self.baseline_cache is not None and not r.flags and self._baseline_timed:
+                self.baseline_cache.put(s, *self._baseline_timed)
         else:
             r.peers.update(peer_status)
 
@@ -356,7 +362,11 @@ class ScenarioEvaluator:
 
         launches: dict[str, Callable[[int], None]] = {"candidate": call_candidate}
         before: dict[str, Callable[[int], None]] = {"candidate": prepare_candidate}
-        if self.baseline is not None:
+        # A baseline time from the cache (same GPU, software, shape, baseline library, timing
+        # settings) is neither run nor timed here (harness/peer_cache.py: BaselineCache).
+        cached_base = (self.baseline_cache.get(s)
+                       if self.baseline_cache is not None and self.baseline is not None else None)
+        if self.baseline is not None and cached_base is None:
             try:
                 base_bufs = [self._prepare(self.baseline, s, inp, i) for i, (inp, _) in enumerate(trial_sets)]
                 self._call(self.baseline, base_bufs[0], "the baseline")
@@ -403,9 +413,13 @@ class ScenarioEvaluator:
             r.gbps = r.bytes / (ms * 1e-3) / 1e9
         r.flags.extend(cand.flags)
         if "baseline" in timed:
-            r.baseline_ms = timed["baseline"].median_ms
-            if ms > 0:
-                r.speedup_vs_baseline = r.baseline_ms / ms
+            base = timed["baseline"]
+            r.baseline_ms = base.median_ms
+            self._baseline_timed = (base.median_ms, base.spread, base.reps)
+        elif cached_base is not None:
+            r.baseline_ms, r.baseline_cached_at = cached_base.median_ms, cached_base.measured_at
+        if r.baseline_ms is not None and ms > 0:
+            r.speedup_vs_baseline = r.baseline_ms / ms
         for pname, status in peer_status.items():
             if pname in timed:
                 pms = timed[pname].median_ms
@@ -576,6 +590,41 @@ def _rates_for(device: Device, settings: EvalSettings) -> Rates | None:
     return measure_cuda_rates(device.name)
 
 
+def kernel_digest(spec: KernelSpec) -> str:
+    """What identifies a kernel's code: a library's bytes, or a Python kernel's target and its
+    module's source (the CPU backend's stand-ins)."""
+    if spec.kind == "library":
+        return library_digest(Path(spec.target))
+    import hashlib
+    import importlib.util
+
+    found = importlib.util.find_spec(spec.target.partition(":")[0])
+    origin = found.origin if found is not None else None
+    text = Path(origin).read_bytes() if origin and Path(origin).is_file() else b""
+    return hashlib.sha256(spec.target.encode() + b"\0" + text).hexdigest()
+
+
+def _baseline_cache(job: WorkerJob, info: dict[str, Any]) -> BaselineCache | None:
+    """On the GPU by default (in the compile cache's folder); on the CPU backend only where the
+    settings name a folder."""
+    st = job.settings
+    if job.baseline is None or not st.baseline_cache or not st.measure:
+        return None
+    if st.baseline_cache_dir:
+        folder = Path(st.baseline_cache_dir)
+    elif st.device == "cuda":
+        from harness.compile import cache_dir
+
+        folder = cache_dir().parent / "baseline-times"
+    else:
+        return None
+    try:
+        digest = kernel_digest(job.baseline)
+    except OSError:
+        return None
+    return BaselineCache(folder, st.baseline_cache_max_age_s, info, st, digest)
+
+
 def spare_worker(conn: Any) -> None:
     """Entry point of a spare process (LocalExecutor(spare=True)): it pays for the process
     start and the imports ahead of time, then waits for one job. It touches no GPU before the
@@ -633,7 +682,8 @@ def run_worker(job_dict: dict[str, Any], start: int, conn: Any, spare: bool = Fa
     if job.settings.peer_cache_dir and job.settings.device == "cuda":
         cache = PeerCache(Path(job.settings.peer_cache_dir), job.settings.peer_cache_max_age_s, info,
                           job.settings)
-    evaluator = ScenarioEvaluator(problem, device, candidate, baseline, job.settings, rates, cache)
+    evaluator = ScenarioEvaluator(problem, device, candidate, baseline, job.settings, rates, cache,
+                                  _baseline_cache(job, info))
     info["persisting_l2_bytes_at_start"] = evaluator.reset_persisting_l2()
     mark("l2_reset")
     info["setup_phases"] = marks

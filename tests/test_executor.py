@@ -175,6 +175,24 @@ def test_close_ends_the_spare_process_and_a_closed_executor_still_works() -> Non
     assert again.device["spare"] is False and plain._spare is None
 
 
+def test_a_prestarted_process_takes_the_job_and_no_new_spare_follows() -> None:
+    """evaluate_source starts the worker before nvcc runs (LocalExecutor.prestart): the job
+    goes to that process, and an executor without spare=True keeps no process afterwards."""
+    executor = LocalExecutor()
+    executor.prestart()
+    assert executor._spare is not None
+    proc = executor._spare[0]
+    executor.prestart()  # already started: the same process
+    assert executor._spare[0] is proc
+    try:
+        result = executor.run(_job("correct"))
+    finally:
+        executor.close()
+    assert result.device["spare"] is True and result.device["pid"] == proc.pid
+    assert [r.status for r in result.results] == [PASS, PASS, PASS]
+    assert executor._spare is None
+
+
 def test_a_dead_spare_is_replaced_by_a_fresh_process() -> None:
     executor = LocalExecutor(spare=True)
     try:

@@ -96,6 +96,35 @@ def test_sampled_rows_of_every_kept_output_are_checked_after_the_calls() -> None
     assert why is not None and why.startswith("output of timed call 4 (input set 1) changed during the timing loop")
 
 
+@pytest.mark.parametrize("chunk_bytes", [1, 1 << 30])  # one call per batch, or all at once
+def test_calls_judged_in_one_batch_each_use_their_own_scale_and_rows(
+    chunk_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The references of many timed calls are computed in one batch: each call must still be
+    judged on its own inputs, rows and softmax_scale, and a wrong one named by its number."""
+    import harness.attention.fresh as fresh
+
+    monkeypatch.setattr(fresh, "chunk_bytes_for", lambda device: chunk_bytes)
+    _, bufs, timed = _timed_set(GQA, 1)
+    scales = []
+    for n in range(6):
+        timed.before_call()
+        scales.append(bufs.scale)
+        bufs.o.copy_(_exact(bufs))
+        if n == 3:  # call 4 computes with another softmax_scale than the one it was passed
+            bufs.scale = scales[3] * 3.0
+            bufs.o.copy_(_exact(bufs))
+            bufs.scale = scales[3]
+    timed.keep_last()
+    why = timed_reason([timed])
+    assert why is not None and "timed call 4 (input set 1)" in why
+    assert [c.verdict for c in timed.calls] == ["ok", "ok", "ok", "wrong", "ok", "ok"]
+    rows, values = fresh.measure_calls({1: timed}, timed.calls)
+    assert len(rows) == len(values) == 6
+    assert {int(x.batch.numel()) for x in rows} == {min(fresh.BLOCKS, GQA.batch * GQA.heads_kv)}
+    assert [err <= tol for err, tol, _ in values] == [True, True, True, False, True, True]
+
+
 def test_the_probe_changes_half_the_keys_of_one_block_that_is_not_the_first() -> None:
     inputs, _, timed = _timed_set(GQA, 0)
     k_before, v_before = inputs[1].clone(), inputs[2].clone()

@@ -57,6 +57,28 @@ def test_reference_matches_naive_formula(b: int, sq: int, sk: int, hq: int, hkv:
     assert (lowp.double() - want).abs().max() < 0.05
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_batches_grouped_in_one_chunk_give_the_per_batch_answer(causal: bool) -> None:
+    """Small shapes go several batches per matrix product; the answer must be the one computed
+    one batch (and one query) at a time, for both compute dtypes."""
+    g = torch.Generator().manual_seed(11)
+    b, sq, sk, hq, hkv, d = 5, 3, 9, 4, 2, 8
+    q = torch.randn(b, sq, hq, d, generator=g).to(torch.bfloat16)
+    k = torch.randn(b, sk, hkv, d, generator=g).to(torch.bfloat16)
+    v = torch.randn(b, sk, hkv, d, generator=g).to(torch.bfloat16)
+    one_batch = sq * hq * sk * 4 + 4 * hkv * sk * d * 4
+    for dtype in (torch.float32, torch.bfloat16):
+        alone = attention_reference(q, k, v, causal=causal, scale=0.3, compute_dtype=dtype,
+                                    chunk_bytes=1)
+        for batches in (2, 3, b):
+            grouped = attention_reference(q, k, v, causal=causal, scale=0.3, compute_dtype=dtype,
+                                          chunk_bytes=batches * one_batch)
+            assert torch.allclose(grouped.float(), alone.float(), atol=1e-6, rtol=0)
+    want = naive_attention(q, k, v, causal, 0.3)
+    got = attention_reference(q, k, v, causal=causal, scale=0.3, chunk_bytes=2 * one_batch + 1)
+    assert torch.allclose(got.double(), want, atol=1e-5, rtol=1e-5)
+
+
 def test_rows_that_see_no_key_are_zero() -> None:
     q = torch.ones(1, 4, 1, 8, dtype=torch.bfloat16)
     k = torch.ones(1, 2, 1, 8, dtype=torch.bfloat16)

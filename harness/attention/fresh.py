@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from harness.attention.fields import default_scale, timed_scale
-from harness.attention.reference import attention_rows_reference
+from harness.attention.reference import attention_rows_reference, chunk_bytes_for
 from harness.correctness import check_output, tolerance_tensor
 from harness.problem import TimedInputs
 from harness.scenario import Scenario
@@ -130,7 +130,9 @@ class AttentionTimedInputs(TimedInputs):
 
     # -- after the calls -------------------------------------------------------------------
 
-    def choose_rows(self, blocks: Sequence[tuple[int, int]] | None = None) -> Rows:
+    def draw_rows(self, blocks: Sequence[tuple[int, int]] | None = None) -> list[list[int]]:
+        """Rows drawn now from the OS source, on the host: per (batch, kv head) block the list
+        [batch, kv head, r query heads..., r queries...]."""
         s = self.s
         if blocks is None:
             everything = s.batch * s.heads_kv
@@ -138,20 +140,18 @@ class AttentionTimedInputs(TimedInputs):
             blocks = [divmod(p, s.heads_kv) for p in picked]
         pairs = s.group * s.seqlen_q
         r = min(ROWS, pairs)
-        heads, queries = [], []
-        for _, kvh in blocks:
+        out = []
+        for b, kvh in blocks:
             chosen = self.rng.sample(range(pairs), r)
-            heads.append([kvh * s.group + c % s.group for c in chosen])
-            queries.append([c // s.group for c in chosen])
-        dev = self.device
-        return Rows(
-            torch.tensor([b for b, _ in blocks], device=dev),
-            torch.tensor([h for _, h in blocks], device=dev),
-            torch.tensor(heads, device=dev), torch.tensor(queries, device=dev),
-        )
+            out.append([b, kvh, *(kvh * s.group + c % s.group for c in chosen),
+                        *(c // s.group for c in chosen)])
+        return out
+
+    def choose_rows(self, blocks: Sequence[tuple[int, int]] | None = None) -> Rows:
+        return rows_of(torch.tensor(self.draw_rows(blocks), device=self.device))
 
     def references(
-        self, rows: Rows, inputs: Sequence[torch.Tensor], scale: float
+        self, rows: Rows, inputs: Sequence[torch.Tensor], scale: float | torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         q, k, v = inputs
         kb = k[rows.batch, :, rows.kv_head]  # [n, sk, d]
@@ -164,17 +164,13 @@ class AttentionTimedInputs(TimedInputs):
             for dtype in (torch.float32, torch.bfloat16)
         )
 
-    def measure(self, c: TimedCall) -> tuple[Rows, torch.Tensor]:
-        """Rows chosen now and [max error, tolerance, non-finite] on them, as a tensor (the
-        device is not synchronized: a scenario's calls are judged together)."""
+    def gather(self, c: TimedCall, rows: Rows) -> list[torch.Tensor]:
+        """The call's inputs regenerated from its nonce, cut to the chosen rows: Q rows
+        [n, r, d], the blocks' K and V [n, seqlen_k, d], and the output's rows [n, r, d]."""
         assert c.out is not None
-        inputs = fresh_qkv(self.s, c.nonce, c.dist, self.device)
-        rows = self.choose_rows()
-        ref32, ref16 = self.references(rows, inputs, c.scale)
-        out = rows.take(c.out).float()
-        bad = (~torch.isfinite(out)).any().float()
-        err = torch.nan_to_num((out - ref32).abs().max(), nan=float("inf"))
-        return rows, torch.stack([err, tolerance_tensor(ref32, ref16), bad])
+        q, k, v = fresh_qkv(self.s, c.nonce, c.dist, self.device)
+        return [rows.take(q), k[rows.batch, :, rows.kv_head], v[rows.batch, :, rows.kv_head],
+                rows.take(c.out)]
 
     def probe(self) -> str | None:
         """In one (batch, kv head) block (not the first when there are several), a random half
@@ -284,10 +280,9 @@ def timed_reason(sets: Sequence[AttentionTimedInputs]) -> str | None:
     if not calls:
         return None
     by_set = {t.set_no: t for t in sets}
-    measured = [by_set[c.set_no].measure(c) for c in calls]
-    values = torch.stack([m for _, m in measured]).tolist()
+    measured, values = measure_calls(by_set, calls)
     first: tuple[TimedCall, Rows] | None = None
-    for c, (rows, _), (err, tol, bad) in zip(calls, measured, values, strict=True):
+    for c, rows, (err, tol, bad) in zip(calls, measured, values, strict=True):
         c.verdict = "ok" if not bad and err <= tol else "wrong"
         if c.verdict == "wrong" and first is None:
             first = (c, rows)
@@ -302,6 +297,62 @@ def timed_reason(sets: Sequence[AttentionTimedInputs]) -> str | None:
     wrong = sum(x.verdict == "wrong" for t in sets for x in t.calls)
     return (_explain(sets, owner, c, rows, chk, inputs)
             + f" [{wrong} of {total} timed calls on fresh inputs wrong in this scenario]")
+
+
+def rows_of(packed: torch.Tensor) -> Rows:
+    """Rows from draw_rows' lists as one device tensor [n, 2 + 2r]."""
+    r = (packed.shape[1] - 2) // 2
+    return Rows(packed[:, 0], packed[:, 1], packed[:, 2:2 + r], packed[:, 2 + r:])
+
+
+def _calls_per_chunk(s: Scenario, device: torch.device) -> int:
+    """How many calls' sampled rows are judged in one batch: their K and V blocks (bf16 and an
+    fp32 copy) and scores must fit the device's reference chunk."""
+    n = min(BLOCKS, s.batch * s.heads_kv)
+    r = min(ROWS, s.group * s.seqlen_q)
+    per_call = n * s.seqlen_k * (2 * s.head_dim * (2 + 4) + 4 * r * 4)
+    return max(1, chunk_bytes_for(device) // max(1, per_call))
+
+
+def measure_calls(
+    by_set: dict[int, AttentionTimedInputs], calls: Sequence[TimedCall]
+) -> tuple[list[Rows], list[list[float]]]:
+    """For each call (in order): the rows chosen now and [max error, tolerance, non-finite] on
+    them. Rows are drawn per call as before; the references of many calls are computed in one
+    batch (sized to the device) with each call's own softmax_scale, and the device is
+    synchronized once for the whole scenario."""
+    if not calls:
+        return [], []
+    owner0 = by_set[calls[0].set_no]
+    dev = owner0.device
+    per_chunk = _calls_per_chunk(owner0.s, dev)
+    all_rows: list[Rows] = []
+    stats: list[torch.Tensor] = []
+    for c0 in range(0, len(calls), per_chunk):
+        chunk = calls[c0:c0 + per_chunk]
+        packed = torch.tensor([by_set[c.set_no].draw_rows() for c in chunk], device=dev)
+        rows = [rows_of(p) for p in packed]
+        parts = [by_set[c.set_no].gather(c, x) for c, x in zip(chunk, rows, strict=True)]
+        q, k, v, out = (torch.cat([p[i] for p in parts]) for i in range(4))  # [C*n, ...]
+        n = parts[0][0].shape[0]
+        scale = torch.tensor([c.scale for c in chunk], dtype=torch.float32, device=dev)
+        scale = scale.repeat_interleave(n).view(-1, 1, 1)
+        queries = torch.cat([x.queries for x in rows])
+        s = owner0.s
+        ref32, ref16 = (
+            attention_rows_reference(q, k, v, queries, causal=s.causal, scale=scale,
+                                     seqlen_q=s.seqlen_q, compute_dtype=dtype)
+            for dtype in (torch.float32, torch.bfloat16)
+        )
+        m = len(chunk)
+        outf = out.float().view(m, -1)
+        r32 = ref32.view(m, -1)
+        err = torch.nan_to_num((outf - r32).abs().max(dim=1).values, nan=float("inf"))
+        tol = tolerance_tensor(r32, ref16.view(m, -1), dim=1)
+        bad = (~torch.isfinite(outf)).any(dim=1).float()
+        stats.append(torch.stack([err, tol, bad], dim=1))
+        all_rows.extend(rows)
+    return all_rows, torch.cat(stats).tolist()
 
 
 def _explain(

@@ -1,12 +1,24 @@
-"""fp32 and bf16 references for attention forward, chunked over queries so that memory stays
-bounded at 16k x 16k and beyond. GQA is handled by grouping query heads per kv head (no copy
-of K/V per query head)."""
+"""fp32 and bf16 references for attention forward, chunked over batches and queries so that
+memory stays bounded at 16k x 16k and beyond while small shapes take few matrix products.
+GQA is handled by grouping query heads per kv head (no copy of K/V per query head)."""
 
 from __future__ import annotations
 
 import torch
 
 DEFAULT_CHUNK_BYTES = 512 << 20
+# On a GPU the chunk follows the free device memory: a chunk's scores take 1/CHUNK_SHARE of it
+# (the softmax and the casts hold about three such buffers at once), within these bounds.
+CHUNK_SHARE = 12
+MAX_GPU_CHUNK_BYTES = 4 << 30
+
+
+def chunk_bytes_for(device: torch.device) -> int:
+    """Bytes of fp32 scores one chunk of the reference may hold on this device."""
+    if device.type != "cuda":
+        return DEFAULT_CHUNK_BYTES
+    free, _ = torch.cuda.mem_get_info(device)
+    return int(min(MAX_GPU_CHUNK_BYTES, max(DEFAULT_CHUNK_BYTES, free // CHUNK_SHARE)))
 
 
 def attention_reference(
@@ -17,7 +29,7 @@ def attention_reference(
     causal: bool,
     scale: float,
     compute_dtype: torch.dtype = torch.float32,
-    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    chunk_bytes: int | None = None,
 ) -> torch.Tensor:
     """softmax(scale * q k^T [+ bottom-right causal mask]) v, layout [b, s, h, d].
 
@@ -25,6 +37,10 @@ def attention_reference(
     compute_dtype=bfloat16: the same math with bf16 matmul operands and outputs, as a bf16
     kernel would do it; its error against the fp32 reference sets the tolerance.
     Rows that see no key (possible only with custom shapes) are defined as zeros.
+    Work is chunked over batches and queries so that one chunk's fp32 scores (and, when several
+    batches go together, their converted K and V) stay under `chunk_bytes` (default: sized to
+    the device, chunk_bytes_for): several small batches go in one matrix product, a long
+    sequence is cut into blocks of queries.
     """
     b, sq, hq, d = q.shape
     sk, hkv = k.shape[1], k.shape[2]
@@ -33,30 +49,40 @@ def attention_reference(
     g = hq // hkv
     out_dtype = torch.float32 if compute_dtype == torch.float32 else torch.bfloat16
     out = torch.empty((b, sq, hq, d), dtype=out_dtype, device=q.device)
-    rows = max(1, chunk_bytes // max(1, hkv * g * sk * 4))
+    budget = chunk_bytes if chunk_bytes is not None else chunk_bytes_for(q.device)
+    row_bytes = max(1, hq * sk * 4)  # fp32 scores of one query over every head
+    kv_bytes = 4 * hkv * sk * d * 4  # one batch's K and V, converted and regrouped
+    if sq * row_bytes + kv_bytes <= budget:
+        batches, rows = max(1, budget // (sq * row_bytes + kv_bytes)), sq
+    else:
+        batches, rows = 1, max(1, budget // row_bytes)
     offset = sk - sq
-    for bi in range(b):
-        kb = k[bi].to(compute_dtype).permute(1, 0, 2)  # [hkv, sk, d]
-        vb = v[bi].to(compute_dtype).permute(1, 0, 2)  # [hkv, sk, d]
-        qb = q[bi].to(compute_dtype).view(sq, hkv, g, d).permute(1, 2, 0, 3)  # [hkv, g, sq, d]
-        key_idx = torch.arange(sk, device=q.device).view(1, sk)
+    key_idx = torch.arange(sk, device=q.device).view(1, sk)
+    for b0 in range(0, b, batches):
+        b1 = min(b, b0 + batches)
+        n = b1 - b0
+        kb = k[b0:b1].to(compute_dtype).permute(0, 2, 1, 3).reshape(n * hkv, sk, d)
+        vb = v[b0:b1].to(compute_dtype).permute(0, 2, 1, 3).reshape(n * hkv, sk, d)
+        qb = q[b0:b1].to(compute_dtype).view(n, sq, hkv, g, d).permute(0, 2, 3, 1, 4)  # [n, hkv, g, sq, d]
         for c0 in range(0, sq, rows):
             c1 = min(sq, c0 + rows)
             c = c1 - c0
-            qc = qb[:, :, c0:c1, :].reshape(hkv, g * c, d)
-            scores = torch.bmm(qc, kb.transpose(1, 2)).float() * scale  # [hkv, g*c, sk]
+            qc = qb[:, :, :, c0:c1, :].reshape(n * hkv, g * c, d)
+            scores = torch.bmm(qc, kb.transpose(1, 2))  # [n*hkv, g*c, sk]
+            scores = scores.mul_(scale) if scores.dtype == torch.float32 else scores.float().mul_(scale)
             if causal:
                 qi = torch.arange(c0, c1, device=q.device).view(c, 1)
                 hidden = key_idx > qi + offset  # [c, sk]
-                scores.view(hkv, g, c, sk).masked_fill_(hidden, float("-inf"))
+                scores.view(n * hkv, g, c, sk).masked_fill_(hidden, float("-inf"))
             probs = torch.softmax(scores, dim=-1)
+            del scores
             if causal:
                 probs = torch.nan_to_num_(probs, nan=0.0)
-            oc = torch.bmm(probs.to(compute_dtype), vb)  # [hkv, g*c, d]
-            out[bi, c0:c1] = oc.view(hkv, g, c, d).permute(2, 0, 1, 3).reshape(c, hq, d).to(
-                out_dtype
-            )
-            del scores, probs, oc
+            oc = torch.bmm(probs.to(compute_dtype), vb)  # [n*hkv, g*c, d]
+            del probs
+            out[b0:b1, c0:c1] = oc.view(n, hkv, g, c, d).permute(0, 3, 1, 2, 4).reshape(
+                n, c, hq, d).to(out_dtype)
+            del oc
     return out
 
 
@@ -67,13 +93,14 @@ def attention_rows_reference(
     queries: torch.Tensor,
     *,
     causal: bool,
-    scale: float,
+    scale: float | torch.Tensor,
     seqlen_q: int,
     compute_dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
     """The same math as attention_reference for chosen rows only: q_rows [n, r, d] are query
     rows of n (batch, kv head) blocks whose keys and values are k, v [n, seqlen_k, d], and
-    queries [n, r] their positions (for the bottom-right causal mask). Returns [n, r, d]."""
+    queries [n, r] their positions (for the bottom-right causal mask). Returns [n, r, d].
+    `scale` is one number or an fp32 tensor [n, 1, 1]: each block's own softmax_scale."""
     sk = k.shape[1]
     out_dtype = torch.float32 if compute_dtype == torch.float32 else torch.bfloat16
     scores = torch.bmm(q_rows.to(compute_dtype), k.to(compute_dtype).transpose(1, 2)).float() * scale
