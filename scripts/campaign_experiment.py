@@ -11,21 +11,24 @@ server), all arms of a seed at the same time on one GPU through the device queue
 
 Every arm stops when its campaign has judged `--evaluations` candidates. The table gives each
 arm's leader over >= 3 seeds: x baseline and gain over the arm's first port (the agents' common
-start), x cuDNN and x flash (torch's flash SDPA backend) from a final side-by-side evaluation of
-every leader with fresh peer timings (on a GPU), as mean, standard deviation and range. Each
-arm's campaign trace is written to OUT/traces/ (docs/trace.md, "Campaign traces") for examples/.
+start), x cuDNN, x flash (torch's flash SDPA backend) and x FA3 (where fa3-fwd loads) from a
+final side-by-side evaluation of every leader with fresh peer timings (on a GPU), as mean,
+standard deviation and range. Each arm's campaign trace is written to OUT/traces/ (docs/trace.md,
+"Campaign traces") for examples/.
 
-On the H200 (one seed per call keeps each call under ten minutes; then the table over all):
+On the H200 (`SEEDS=0 bash scripts/gpu_checks.sh OUT campaigns`, one seed per device call,
+runs a seed with five scenarios per evaluation, one per category, then the table over OUT):
 
     PYTHONPATH=. python3 scripts/campaign_experiment.py --out /tmp/exp/s0 --seeds 0
     PYTHONPATH=. python3 scripts/campaign_experiment.py --out /tmp/exp/s1 --seeds 1
     PYTHONPATH=. python3 scripts/campaign_experiment.py --out /tmp/exp/s2 --seeds 2
     PYTHONPATH=. python3 scripts/campaign_experiment.py --table /tmp/exp/s0 /tmp/exp/s1 /tmp/exp/s2
 
-Expected device time: about 6-9 minutes per seed (96 candidates, nvcc on the host's cores while
-another holds the GPU, each evaluation well under a second of GPU time on the ten scenarios, then
-the final side-by-side of four leaders); `--deadline-s` (480) stops a seed's arms before a
-ten-minute call ends, and the table says how many evaluations each arm got.
+Device time: the GPU evaluates one candidate at a time; measured on 2026-12-01 at 5.8-8.3 s per
+evaluation over five scenarios, most of it the profiler's first session in each evaluation
+process (docs/campaigns.md), so a seed of four arms at 12 evaluations takes about 8 minutes.
+Each judged candidate prints a progress line; `--deadline-s` (480) stops a seed's arms before
+a ten-minute call ends, and the table says how many evaluations each arm got.
 
 `--cpu-standin` runs the same machinery without a GPU: every evaluation is answered by the
 synthetic speed table of tests/family_model.py (real rendered kernels, made-up speeds). Its

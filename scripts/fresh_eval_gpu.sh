@@ -19,10 +19,12 @@ if ls wheels/*.whl >/dev/null 2>&1; then
 fi
 export PYTHONUNBUFFERED=1
 export SOCRATIC_CACHE_DIR=${SOCRATIC_CACHE_DIR:-/tmp/socratic-cache}
-PYTHONPATH=$HERE:$SITE python3 -c "
+for dir in "$HERE" ${BEFORE:+"$BEFORE"}; do  # each checkout's own shim and flags: no run pays for nvcc
+  (cd "$dir" && PYTHONPATH=$dir:$SITE python3 -c "
 from pathlib import Path
 from harness.evaluate import precompile
-print('precompiled', precompile(Path('$KERNEL')), precompile(Path('kernels/attention/baseline.cu')))"
+print('precompiled', precompile(Path('$HERE/$KERNEL')), precompile(Path('kernels/attention/baseline.cu')))")
+done
 WALLS=()
 timed_eval() {  # NAME DIR
   local name=$1 dir=$2 s e

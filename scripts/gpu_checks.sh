@@ -52,14 +52,15 @@ for part in "$@"; do
         --json "$OUT_DIR/cluster_proof.json"
       ;;
     campaigns)
-      # Issue 15's experiment: three seeds, every arm on the same budget of evaluations over five
-      # scenarios (one per category), then the table over the seeds (docs/campaigns.md).
+      # Issue 15's experiment: every arm on the same budget of evaluations over five scenarios (one
+      # per category), then the table over the seeds in OUTDIR (docs/campaigns.md). A seed takes
+      # about 8 minutes of GPU time today: SEEDS=0, then 1, then 2, one device call each.
       FIVE="prefill-d128-s4096-b4-h16-full gqa-llama3-70b-tp8-s8192-b1-causal chunk-llama3-70b-tp8-q2048-k32768
             decode-llama3-8b-tp1-q4-b128-k1024 ragged-d256-q2049-k4097-causal"
       for seed in ${SEEDS:-0 1 2}; do
         # shellcheck disable=SC2086
         step "campaigns-s$seed" python3 scripts/campaign_experiment.py --out "$OUT_DIR/campaigns/s$seed" \
-          --seeds "$seed" --evaluations "${EVALUATIONS:-12}" --deadline-s "${DEADLINE_S:-240}" --scenarios $FIVE
+          --seeds "$seed" --evaluations "${EVALUATIONS:-12}" --deadline-s "${DEADLINE_S:-480}" --scenarios $FIVE
       done
       step campaigns-table python3 scripts/campaign_experiment.py --table "$OUT_DIR"/campaigns/s*
       ;;
