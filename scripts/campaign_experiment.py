@@ -16,19 +16,20 @@ final side-by-side evaluation of every leader with fresh peer timings (on a GPU)
 standard deviation and range. Each arm's campaign trace is written to OUT/traces/ (docs/trace.md,
 "Campaign traces") for examples/.
 
-On the H200 (`SEEDS=0 bash scripts/gpu_checks.sh OUT campaigns`, one seed per device call,
-runs a seed with five scenarios per evaluation, one per category, then the table over OUT):
+On the H200, `bash scripts/gpu_checks.sh OUT campaigns` runs the seeds with five scenarios per
+evaluation, one per category, then the table over OUT (`SEEDS=0` for one seed per call). By hand:
 
     PYTHONPATH=. python3 scripts/campaign_experiment.py --out /tmp/exp/s0 --seeds 0
     PYTHONPATH=. python3 scripts/campaign_experiment.py --out /tmp/exp/s1 --seeds 1
     PYTHONPATH=. python3 scripts/campaign_experiment.py --out /tmp/exp/s2 --seeds 2
     PYTHONPATH=. python3 scripts/campaign_experiment.py --table /tmp/exp/s0 /tmp/exp/s1 /tmp/exp/s2
 
-Device time: the GPU evaluates one candidate at a time; measured on 2026-12-01 at 5.8-8.3 s per
-evaluation over five scenarios, most of it the profiler's first session in each evaluation
-process (docs/campaigns.md), so a seed of four arms at 12 evaluations takes about 8 minutes.
-Each judged candidate prints a progress line; `--deadline-s` (480) stops a seed's arms before
-a ten-minute call ends, and the table says how many evaluations each arm got.
+Device time: the GPU evaluates one candidate at a time. A trial on 2026-12-01 with cuDNN as the
+sessions' only peer took 5.8-8.3 s per evaluation over five scenarios, most of it the profiler's
+first session in each evaluation process (docs/campaigns.md); with the server's three peers
+(cached after a shape's first evaluation) a seed of four arms at 12 evaluations should take 2-3
+minutes (not yet measured). Each judged candidate prints a progress line; `--deadline-s` (480) stops a
+seed's arms before a ten-minute call ends, and the table says how many evaluations each arm got.
 
 `--cpu-standin` runs the same machinery without a GPU: every evaluation is answered by the
 synthetic speed table of tests/family_model.py (real rendered kernels, made-up speeds). Its
@@ -239,9 +240,11 @@ async def experiment(args: argparse.Namespace) -> dict[str, Any]:
         ev.evaluate = fake_evaluate  # the synthetic speed table answers every evaluation
         ev.prebuild = lambda candidate, against: None  # nothing is run, so nothing needs nvcc
         gpu_probe = lambda: True  # noqa: E731 - the stand-in needs no GPU, and nothing touches one
+    # The sessions' peers are the server's (cuDNN, flash, FA3), their times cached after the first
+    # evaluation of a shape: with cuDNN alone, every decode and chunked scenario beat the only
+    # peer by over 2x and each evaluation paid the profiler's first session (docs/campaigns.md).
     settings = Settings(data_dir=out / "data", db_url=f"sqlite:///{out / 'experiment.db'}",
-                        timing_budget_ms=args.timing_budget_ms, peers=("cudnn",), trials=2,
-                        bank_semantic_search=False)
+                        timing_budget_ms=args.timing_budget_ms, trials=2, bank_semantic_search=False)
     database = open_database(settings)
     bank.on_startup(database, semantic=False)
     devices = DeviceQueue(settings.gpu_poll_s, gpu_probe=gpu_probe) if gpu_probe else DeviceQueue(settings.gpu_poll_s)

@@ -53,8 +53,8 @@ for part in "$@"; do
       ;;
     campaigns)
       # Issue 15's experiment: every arm on the same budget of evaluations over five scenarios (one
-      # per category), then the table over the seeds in OUTDIR (docs/campaigns.md). A seed takes
-      # about 8 minutes of GPU time today: SEEDS=0, then 1, then 2, one device call each.
+      # per category), then the table over the seeds in OUTDIR (docs/campaigns.md). Where a
+      # seed would not fit one device call: SEEDS=0, then 1, then 2, one call each.
       FIVE="prefill-d128-s4096-b4-h16-full gqa-llama3-70b-tp8-s8192-b1-causal chunk-llama3-70b-tp8-q2048-k32768
             decode-llama3-8b-tp1-q4-b128-k1024 ragged-d256-q2049-k4097-causal"
       for seed in ${SEEDS:-0 1 2}; do
