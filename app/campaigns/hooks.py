@@ -75,9 +75,11 @@ def record(u: Unit, session_id: int, candidate_id: int, report: EvaluationReport
                                     "reason": f"{judgement.reason}; after the campaign ended, not counted",
                                     "line": board.entry_line(entry)})
         return entry
-    campaign.evaluations += 1
+    if judgement.counted:
+        campaign.evaluations += 1
     u.record(session, "board", {"entry_id": entry.id, "number": cand.number, "campaign_verdict": judgement.verdict,
-                                "reason": judgement.reason, "line": board.entry_line(entry)})
+                                "reason": judgement.reason, "line": board.entry_line(entry),
+                                "counted": judgement.counted})
     if judgement.verdict == LEADER:
         previous = campaign.leader_candidate_id
         campaign.leader_candidate_id, campaign.leader_session_id = cand.id, session_id

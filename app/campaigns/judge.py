@@ -1,16 +1,18 @@
 """The campaign judge, over the candidates of every member: a failure is discarded; a correct
 kernel not faster than the campaign leader goes to the backup pool; a faster one is re-timed
 interleaved against the campaign leader (the pipeline's re-time) and leads the campaign only
-if it still wins. And the campaign plateau: the last `plateau_window` campaign evaluations
-brought no new campaign leader."""
+if it still wins. A member's first kernel that is byte for byte another member's first kernel
+(the agents' common start) is a backup that the budget does not count: a campaign of N agents
+pays for its start once, as a single agent does. And the campaign plateau: the last
+`plateau_window` campaign evaluations brought no new campaign leader."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlmodel import Session
+from sqlmodel import Session, col, select
 
-from app.campaigns.models import BACKUP, DISCARDED, LEADER, Campaign
+from app.campaigns.models import BACKUP, DISCARDED, LEADER, BoardEntry, Campaign
 from app.models import REJECTED, Candidate
 from app.steering.judge import CONTENDER, Judgement, confirm
 from harness.report import EvaluationReport
@@ -21,6 +23,7 @@ class CampaignJudgement:
     verdict: str  # discarded | backup | leader, or "contender" until re-timed
     reason: str
     retime_against: Candidate | None = None  # the campaign leader to re-time against
+    counted: bool = True  # False: the common start again, not charged against the campaign's budget
 
 
 def first_verdict(db: Session, campaign: Campaign, cand: Candidate, session_retimed_against: int | None) -> \
@@ -29,6 +32,11 @@ def first_verdict(db: Session, campaign: Campaign, cand: Candidate, session_reti
     session's own judge re-timed this one against (its previous session leader), if any."""
     if cand.verdict == REJECTED or cand.speedup is None or cand.passed < cand.scenario_count:
         return CampaignJudgement(DISCARDED, f"discarded: {cand.verdict_reason or 'not correct'}")
+    same = common_start(db, campaign, cand)
+    if same is not None:
+        return CampaignJudgement(BACKUP, f"the agents' common start: the same kernel as {same.author}'s #1, on the "
+                                         f"board already; {cand.speedup:.3f}x, a backup, not counted against the "
+                                         "campaign's budget", counted=False)
     if campaign.leader_candidate_id is None or campaign.leader_speedup is None:
         return CampaignJudgement(LEADER, f"the campaign's first correct kernel: {cand.speedup:.3f}x")
     target = lead_target(campaign, campaign.leader_speedup)
@@ -45,6 +53,22 @@ def first_verdict(db: Session, campaign: Campaign, cand: Candidate, session_reti
         return CampaignJudgement(LEADER, f"{cand.speedup:.3f}x; the previous campaign leader is gone")
     return CampaignJudgement(CONTENDER, f"{cand.speedup:.3f}x vs the campaign leader's "
                                         f"{campaign.leader_speedup:.3f}x; re-timing against it", leader)
+
+
+def common_start(db: Session, campaign: Campaign, cand: Candidate) -> BoardEntry | None:
+    """The board entry of another member's first kernel, when `cand` is a member's first kernel
+    with the same source (the offline agents all begin from one port). Only first kernels: a
+    later repeat is the agent's own choice and costs the budget like any evaluation."""
+    if cand.number != 1:
+        return None
+    for entry, source in db.exec(select(BoardEntry, Candidate.source)
+                                 .join(Candidate, col(Candidate.id) == col(BoardEntry.candidate_id))
+                                 .where(BoardEntry.campaign_id == campaign.id, BoardEntry.candidate_number == 1,
+                                        BoardEntry.session_id != cand.session_id)
+                                 .order_by(col(BoardEntry.id))):
+        if source == cand.source:
+            return entry
+    return None
 
 
 def lead_target(campaign: Campaign, leader_speedup: float) -> float:

@@ -11,9 +11,9 @@ from app.agents.base import Feedback, SteeringMessage, ToolResult
 from app.agents.offline import OfflineAgent, start_knobs
 from app.campaigns import board, hooks
 from app.campaigns.judge import CONTENDER, after_retime, first_verdict
-from app.campaigns.models import BACKUP, DISCARDED, LEADER, Campaign, CampaignMember
+from app.campaigns.models import BACKUP, DISCARDED, LEADER, BoardEntry, Campaign, CampaignMember
 from app.campaigns.views import campaign_view
-from app.models import REJECTED, Intervention
+from app.models import REJECTED, Event, Intervention
 from kernels.attention.family import LAYERS
 from tests.campaigns.support import database, judged, new_campaign, report, unit
 from tests.test_agents_offline import TASK
@@ -103,7 +103,9 @@ def test_the_campaign_judge_discards_keeps_backups_and_retimes_a_contender(tmp_p
 
 def test_a_campaign_plateau_switches_each_stalled_agent_to_a_strategy_nobody_tried(tmp_path: Path) -> None:
     db, settings = database(tmp_path)
-    c = new_campaign(db, settings, plateau_window=3)  # agents start on tiling, memory, math
+    # Agents start on tiling, memory, math. Three kernels count: the second agent's first one is
+    # the common start again, which the budget and the window do not count.
+    c = new_campaign(db, settings, plateau_window=2)
     ms = members(db, c.id)
     assert [m.tried for m in ms] == [["tiling"], ["memory"], ["math"]]
     with unit(db) as u:
@@ -139,7 +141,7 @@ def test_the_budget_over_all_agents_finishes_the_campaign_and_stops_every_member
     c = new_campaign(db, settings, budget_evaluations=2, start=True)
     a, b, _ = members(db, c.id)
     with unit(db) as u:
-        for m in (a, b):
+        for m in (a, b, b):  # b's first kernel is the common start again: not counted
             x, rep = judged(u, m.session_id, START, "backup")
             hooks.record(u, m.session_id, x.id or 0, rep, first_verdict(u.db, u.db.get(Campaign, c.id), x, None))
     with db.session() as s:
@@ -165,3 +167,37 @@ def test_a_kernel_overtaken_while_it_was_judged_joins_the_backups_instead_of_tak
     faster = Candidate(id=3, session_id=2, number=4, source="", speedup=2.9)
     assert still_leads(camp, faster, won) is won  # beats the leader of now as well: it leads
     assert still_leads(Campaign(title="first"), b, won) is won  # no leader yet
+
+
+def test_the_agents_common_start_is_paid_once_and_never_leads_twice(tmp_path: Path) -> None:
+    db, settings = database(tmp_path)
+    c = new_campaign(db, settings, budget_evaluations=3)
+    a, b, d = members(db, c.id)
+    with unit(db) as u:
+        camp = u.db.get(Campaign, c.id)
+        assert camp is not None
+        start_a, rep = judged(u, a.session_id, START, LEADER)
+        hooks.record(u, a.session_id, start_a.id or 0, rep, first_verdict(u.db, camp, start_a, None))
+        # The same first kernel from another agent, measured a little faster by noise: a backup
+        # that names the kernel it repeats, posted, not counted, no re-time against the leader.
+        start_b, rep = judged(u, b.session_id, START, LEADER)
+        start_b.speedup = (start_a.speedup or 0) * 1.2
+        look = first_verdict(u.db, camp, start_b, None)
+        assert look.verdict == BACKUP and not look.counted and look.retime_against is None
+        assert "common start" in look.reason and "#1" in look.reason
+        hooks.record(u, b.session_id, start_b.id or 0, rep, look)
+        assert camp.evaluations == 1 and camp.leader_candidate_id == start_a.id
+        # Another first kernel (a different port) counts, and so does an agent repeating its own
+        # kernel later: only the common start is free, so a loop of repeats still spends the budget.
+        other, rep = judged(u, d.session_id, {**START, "stages": 2}, LEADER)
+        assert first_verdict(u.db, camp, other, None).counted
+        again, rep = judged(u, b.session_id, START, BACKUP)
+        look = first_verdict(u.db, camp, again, None)
+        assert look.counted and look.verdict == BACKUP
+        hooks.record(u, b.session_id, again.id or 0, rep, look)
+        assert camp.evaluations == 2
+    with db.session() as s:
+        entries = list(s.exec(select(BoardEntry).where(BoardEntry.campaign_id == c.id)))
+        events = [e.payload for e in s.exec(select(Event).where(Event.kind == "board").order_by(Event.id))]
+    assert [e.candidate_number for e in entries] == [1, 1, 2]
+    assert [e["counted"] for e in events] == [True, False, True]
