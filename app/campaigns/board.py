@@ -68,12 +68,16 @@ def suite_report(db: Session, candidate_id: int | None) -> EvaluationReport | No
 
 
 def post(db: Session, campaign: Campaign, member: CampaignMember, cand: Candidate,
-         report: EvaluationReport | None, campaign_verdict: str, parent: Candidate | None = None) -> BoardEntry:
+         report: EvaluationReport | None, campaign_verdict: str, parent: Candidate | None = None,
+         note: str = "") -> BoardEntry:
     """The candidate's conclusion on the board (the caller's transaction). The change is read
-    against `parent` (evolution: the parent the judge chose), else the candidate's own parent."""
+    against `parent` (evolution: the parent the judge chose), else the candidate's own parent;
+    `note` follows the summary (what the page and the agents read)."""
     if parent is None and cand.parent_id:
         parent = db.get(Candidate, cand.parent_id)
     layer, knobs, summary = describe_change(cand.source, parent.source if parent else None, cand.title)
+    if note:
+        summary = f"{summary[:300 - len(note) - 3]} ({note})"
     effects: dict[str, float] = {}
     if report is not None and campaign_verdict != DISCARDED:
         mine = category_speedups(report, visible_only=True)

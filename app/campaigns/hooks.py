@@ -67,7 +67,8 @@ def record(u: Unit, session_id: int, candidate_id: int, report: EvaluationReport
     if campaign.mode == EVOLUTION_MODE and (m := evolution.link_child(u.db, campaign, cand)) is not None:
         parent = u.db.get(Candidate, m.parent_candidate_id) if m.parent_candidate_id else None
     verdict = BACKUP if campaign.status == FINISHED and judgement.verdict == LEADER else judgement.verdict
-    entry = board.post(u.db, campaign, member, cand, report, verdict, parent)
+    entry = board.post(u.db, campaign, member, cand, report, verdict, parent,
+                       note="" if judgement.counted else "the agents' common start again, not counted")
     if campaign.status == FINISHED:
         # Judged after the budget was spent (it was already on the device): on the board for the
         # record, but it neither counts nor leads, so every campaign gets the same budget.

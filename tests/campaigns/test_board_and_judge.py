@@ -200,4 +200,6 @@ def test_the_agents_common_start_is_paid_once_and_never_leads_twice(tmp_path: Pa
         entries = list(s.exec(select(BoardEntry).where(BoardEntry.campaign_id == c.id)))
         events = [e.payload for e in s.exec(select(Event).where(Event.kind == "board").order_by(Event.id))]
     assert [e.candidate_number for e in entries] == [1, 1, 2]
+    assert entries[1].summary.endswith("(the agents' common start again, not counted)")
+    assert "not counted" not in entries[0].summary + entries[2].summary
     assert [e["counted"] for e in events] == [True, False, True]
