@@ -67,8 +67,8 @@ ALLOWED_DRIVER_CALLS = frozenset({"cuTensorMapEncodeTiled"})
 # pointer, aliased by a macro or named inside an asm statement -- not only when called.
 _DRIVER_NAME_RE = re.compile(r"(?<![\w$])(cu[A-Z]\w*)")
 _LOOKUP_RE = re.compile(
-    r"(?<![\w$])(cudaGetDriverEntryPoint\w*|dlopen|dlsym|dlvsym|dlmopen|dladdr\w*|dlinfo"
-    r"|__libc_dl\w*|_dl_\w+)(?![\w$])"
+    r"(?<![\w$])(cudaGetDriverEntryPoint\w*|cudaGetExportTable|dlopen|dlsym|dlvsym|dlmopen|dladdr\w*|dlinfo"
+    r"|dl_iterate_phdr|__libc_dl\w*|_dl_\w+)(?![\w$])"
 )
 _LOOKUP_WHY = "looks up driver functions by name (a way around these checks)"
 # Token pasting (## or its digraph %:%:) and universal-character names build an identifier the
@@ -84,10 +84,13 @@ DEFAULT_STREAM_NAMES = re.compile(
 )
 _LAUNCH_RE = re.compile(r"<<<(.*?)>>>")
 
+# Named anywhere, not only called: `auto f = fopen; f(...)` calls it all the same.
 _CALL_RES = [
-    (re.compile(r"(?<![\w.>:])(?:::)?(" + pat + r")\s*\("), why) for pat, why in BANNED_CALLS
+    (re.compile(r"(?<![\w$.>:])(?:::)?(" + pat + r")(?![\w$])(\s*\()?"), why) for pat, why in BANNED_CALLS
 ]
 _INCLUDE_RE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
+# Any inclusion directive, literal or computed (`#include MACRO`), and GCC's #import/#include_next.
+_ANY_INCLUDE_RE = re.compile(r"^\s*#\s*(include_next|include|import)(?![\w$])(.*)")
 
 
 @dataclass(frozen=True)
@@ -152,11 +155,29 @@ def strip_comments_and_strings(text: str, *, strings: bool = True) -> str:
     return "".join(out)
 
 
+def _directive(line: str) -> str:
+    """A preprocessor line as the compiler reads it: `%:` is `#`."""
+    stripped = line.lstrip()
+    return "#" + stripped[2:] if stripped.startswith("%:") else line
+
+
 def check_source(text: str) -> list[Finding]:
     findings: list[Finding] = []
-    for no, raw in enumerate(text.splitlines(), 1):
-        m = _INCLUDE_RE.match(raw)
+    spliced = splice_lines(text)
+    # Headers are read as the preprocessor reads them: continued lines joined, comments blanked
+    # (`# /**/ include`), digraphs (`%:include`) normalised.
+    for no, raw in enumerate(strip_comments_and_strings(spliced, strings=False).splitlines(), 1):
+        line = _directive(raw)
+        any_include = _ANY_INCLUDE_RE.match(line)
+        if not any_include:
+            continue
+        m = _INCLUDE_RE.match(line) if any_include.group(1) == "include" else None
         if not m:
+            findings.append(Finding(
+                no, "banned-header",
+                f"#{any_include.group(1)}{any_include.group(2).rstrip()}: only a literal #include of an "
+                "allowed header is accepted (no computed includes, #import or #include_next)",
+            ))
             continue
         header = m.group(1).strip()
         lowered = header.lower()
@@ -168,17 +189,17 @@ def check_source(text: str) -> list[Finding]:
                 no, "banned-header",
                 f"includes {header}: only CUDA toolkit headers and the contract header are allowed",
             ))
-    spliced = splice_lines(text)
     code = strip_comments_and_strings(spliced)
     for no, line in enumerate(code.splitlines(), 1):
         directive = line.lstrip().startswith(("#", "%:"))
-        if directive and _INCLUDE_RE.match(line.replace("%:", "#", 1)):
+        if directive and _ANY_INCLUDE_RE.match(_directive(line)):
             continue
         seen: set[int] = set()
         for regex, why in _CALL_RES:
             for m in regex.finditer(line):
                 seen.add(m.start(1))
-                findings.append(Finding(no, "banned-call", f"calls {m.group(1)}: {why}"))
+                verb = "calls" if m.group(2) else "names"
+                findings.append(Finding(no, "banned-call", f"{verb} {m.group(1)}: {why}"))
         findings.extend(_name_findings(no, line, seen))
         for m in _PASTE_RE.finditer(line):
             findings.append(Finding(
@@ -240,8 +261,57 @@ def _asm_findings(code: str, with_strings: str) -> list[Finding]:
                 if depth == 0:
                     break
         no = code.count("\n", 0, m.start()) + 1
-        found.extend(_name_findings(no, with_strings[start:end + 1]))
-    return found
+        body = with_strings[start:end + 1]
+        found.extend(_name_findings(no, body))
+        # What the assembler and linker read: adjacent literals joined ("dl" "open") and escapes
+        # decoded ("\x63uLaunchKernel"), so an asm label cannot spell a refused name in pieces.
+        for joined in _joined_literals(body):
+            found.extend(_name_findings(no, joined))
+            for regex, why in _CALL_RES:
+                for c in regex.finditer(joined):
+                    found.append(Finding(no, "banned-call", f"names {c.group(1)} in asm: {why}"))
+    return _unique(found)
+
+
+_LITERAL_RE = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+_ESCAPE_RE = re.compile(r"\\(x[0-9A-Fa-f]+|[0-7]{1,3}|.)")
+_SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
+
+
+def _decode(literal: str) -> str:
+    def one(m: re.Match[str]) -> str:
+        e = m.group(1)
+        if e[0] == "x":
+            return chr(int(e[1:], 16) % 0x110000)
+        if e[0] in "01234567":
+            return chr(int(e, 8))
+        return _SIMPLE_ESCAPES.get(e, e)
+    return _ESCAPE_RE.sub(one, literal)
+
+
+def _joined_literals(body: str) -> list[str]:
+    """The string literals of an asm statement, each run of adjacent ones (only whitespace
+    between them) joined into one, escapes decoded."""
+    runs: list[str] = []
+    last_end = -1
+    for m in _LITERAL_RE.finditer(body):
+        text = _decode(m.group(1))
+        if runs and body[last_end:m.start()].strip() == "":
+            runs[-1] += text
+        else:
+            runs.append(text)
+        last_end = m.end()
+    return runs
+
+
+def _unique(found: list[Finding]) -> list[Finding]:
+    seen: set[tuple[int, str]] = set()
+    out = []
+    for f in found:
+        if (f.line, f.message) not in seen:
+            seen.add((f.line, f.message))
+            out.append(f)
+    return out
 
 
 def _launch_arity(config: str) -> int:

@@ -132,3 +132,25 @@ def test_check_command_reports_resources_of_an_honest_kernel(tmp_path: Path) -> 
     kernels = data["resources"]["kernels"]
     assert len(kernels) == 3 and all("attention_wmma" in k["name"] for k in kernels)
     assert all(k["registers"] > 0 and k["spill_store_bytes"] == 0 for k in kernels)
+
+
+@pytest.mark.parametrize("text", [
+    "%:include <dlfcn.h>\n",                      # digraph
+    "#inc\\\nlude <dlfcn.h>\n",                  # a directive spliced over two lines
+    "# /**/ include <dlfcn.h>\n",                 # a comment inside the directive
+    "#define H <dlfcn.h>\n#include H\n",          # a computed include
+    "#import <dlfcn.h>\n",                        # GCC's #import
+    "#include_next <stdio.h>\n",                  # the next stdio.h on the path, whatever it is
+])
+def test_a_header_is_read_as_the_preprocessor_reads_it(text: str) -> None:
+    found = check_source(text)
+    assert found and all(f.rule == "banned-header" for f in found), found
+
+
+@pytest.mark.parametrize(("text", "name"), [
+    ("auto f = fopen;\nvoid g() { f(\"x\", \"w\"); }\n", "fopen"),
+    ("int (*go)(const char*) = &system;\n", "system"),
+    ("using T = decltype(&pthread_create);\n", "pthread_create"),
+])
+def test_a_refused_function_is_refused_named_as_well_as_called(text: str, name: str) -> None:
+    assert any(f"names {name}" in f.message for f in check_source(text))

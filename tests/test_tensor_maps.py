@@ -66,6 +66,15 @@ HOSTILE = {
     "host asm driver": ('  __asm__("call cuLaunchKernel");\n', 1, "names cuLaunchKernel"),
     "universal character name": ("  cu\\u004caunchKernel(0);\n", 1, "universal character"),
     "qualified": ("  ::cuStreamSynchronize(0);\n", 1, "cuStreamSynchronize"),
+    # An asm label binds a declaration to any symbol: the name may be spelled in pieces or escapes.
+    "asm label in pieces": ('  extern "C" void* o(const char*, int) __asm__("dl" "open");\n', 1, "names dlopen"),
+    "asm label for dlsym": ('  extern "C" void* s(void*, const char*) __asm__("dl"  "sym");\n', 1, "names dlsym"),
+    "asm label with escapes": ('  extern "C" int l() __asm__("\\x63uLaunchKernel");\n', 1, "names cuLaunchKernel"),
+    "asm label, octal": ('  extern "C" int l() asm("\\143uLaunchKernel");\n', 1, "names cuLaunchKernel"),
+    "asm label for the entry point": ('  extern "C" int e() __asm__("cudaGetDriver" "EntryPoint");\n', 1,
+                                      "names cudaGetDriverEntryPoint"),
+    "export table": ("  cudaGetExportTable(0, 0);\n", 1, "names cudaGetExportTable"),
+    "loaded objects": ("  dl_iterate_phdr(0, 0);\n", 1, "names dl_iterate_phdr"),
 }
 
 
