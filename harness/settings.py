@@ -45,7 +45,7 @@ class EvalSettings:
     # (`<cache>/baseline-times`); on the CPU backend only when a folder is named.
     baseline_cache: bool = True
     baseline_cache_dir: str | None = None
-    baseline_cache_max_age_s: float = 30 * 86400.0
+    baseline_cache_max_age_s: float = 86400.0  # a day, as the server's peer cache
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
