@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
+import os
 import signal
 import threading
 import time
@@ -90,7 +91,7 @@ class LocalExecutor(Executor):
 
     def _spawn_spare(self) -> None:
         parent, child = self._ctx.Pipe(duplex=True)
-        proc = self._ctx.Process(target=spare_worker, args=(child,), daemon=True)
+        proc = self._ctx.Process(target=spare_worker, args=(child, os.getpid()), daemon=True)
         proc.start()
         child.close()
         with self._lock:
@@ -113,7 +114,7 @@ class LocalExecutor(Executor):
             else:
                 return proc, conn
         recv, send = self._ctx.Pipe(duplex=False)
-        proc = self._ctx.Process(target=run_worker, args=(payload, start, send), daemon=True)
+        proc = self._ctx.Process(target=run_worker, args=(payload, start, send, False, os.getpid()), daemon=True)
         proc.start()
         send.close()
         return proc, recv

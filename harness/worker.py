@@ -625,12 +625,12 @@ def _baseline_cache(job: WorkerJob, info: dict[str, Any]) -> BaselineCache | Non
     return BaselineCache(folder, st.baseline_cache_max_age_s, info, st, digest)
 
 
-def spare_worker(conn: Any) -> None:
+def spare_worker(conn: Any, parent: int | None = None) -> None:
     """Entry point of a spare process (LocalExecutor(spare=True)): it pays for the process
     start and the imports ahead of time, then waits for one job. It touches no GPU before the
     job arrives (a context created while another worker times would disturb it), and it has
     loaded no candidate: each job still gets a process no other kernel ever ran in."""
-    follow_parent()
+    follow_parent(parent)
     import harness.attention.problem  # noqa: F401  (the import is the point)
 
     try:
@@ -641,10 +641,11 @@ def spare_worker(conn: Any) -> None:
         run_worker(msg[1], msg[2], conn, spare=True)
 
 
-def run_worker(job_dict: dict[str, Any], start: int, conn: Any, spare: bool = False) -> None:
+def run_worker(job_dict: dict[str, Any], start: int, conn: Any, spare: bool = False,
+               parent: int | None = None) -> None:
     """Entry point of the spawned process. Messages: ("ready", info), ("start", i),
     ("result", i, dict), ("setup_error", text), ("done",)."""
-    follow_parent()  # a worker whose executor died stops at once (harness/lifeline.py)
+    follow_parent(parent)  # a worker whose executor died stops at once (harness/lifeline.py)
     # torch explains at length why each SDPA backend declines a shape; the report already
     # records a peer as unsupported, so the warnings only bury the progress display.
     warnings.filterwarnings("ignore", category=UserWarning)

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from harness.lifeline import ORPHANED_EXIT
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # The executor's process: a LocalExecutor evaluating a kernel that hangs on causal scenarios,
@@ -73,10 +75,15 @@ def run_and_kill_executor(spare: bool) -> tuple[list[int], float]:
         proc.wait(10)
         while any(alive(w) for w in workers) and time.monotonic() - killed < 10:
             time.sleep(0.02)
-        return [w for w in workers if alive(w)], time.monotonic() - killed
+        survivors = [w for w in workers if alive(w)]
+        for w in survivors:  # never leave a hanging worker behind a failed test
+            os.kill(w, signal.SIGKILL)
+        return survivors, time.monotonic() - killed
     finally:
         if proc.poll() is None:
             proc.kill()
+        for w in children(proc.pid) if proc.poll() is None else []:
+            os.kill(w, signal.SIGKILL)
 
 
 def test_a_worker_whose_executor_is_killed_exits_within_a_fraction_of_a_second() -> None:
@@ -87,3 +94,16 @@ def test_a_worker_whose_executor_is_killed_exits_within_a_fraction_of_a_second()
 def test_a_spare_started_worker_follows_its_executor_too() -> None:
     survivors, seconds = run_and_kill_executor(spare=True)
     assert survivors == [] and seconds < 2.0
+
+
+def test_a_worker_whose_executor_died_before_it_started_watching_exits_at_once() -> None:
+    """The executor passes its pid: a worker that finds another parent once torch is imported
+    (its executor died meanwhile) exits instead of running the job."""
+    code = ("import os\nfrom harness.lifeline import follow_parent\n"
+            "follow_parent(os.getppid() + 100000)\nprint('ran on', flush=True)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == ORPHANED_EXIT and "ran on" not in done.stdout
+    same = subprocess.run([sys.executable, "-c", code.replace(" + 100000", "")], cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60)
+    assert same.returncode == 0 and "ran on" in same.stdout
