@@ -299,8 +299,10 @@ def table(summaries: list[dict[str, Any]]) -> str:
                 base = r.get("final_vs_baseline") or r.get("vs_baseline")
                 if base:
                     row["base"].append(base)
-                    if r.get("first_port"):
-                        row["gain"].append(base / r["first_port"])
+                # The gain over the first port compares two numbers over the same scenarios: the
+                # leader's and the first port's, both from the campaign's own evaluations.
+                if r.get("vs_baseline") and r.get("first_port"):
+                    row["gain"].append(r["vs_baseline"] / r["first_port"])
                 for key, field in (("cudnn", "vs_cudnn"), ("flash", "vs_flash"), ("fa3", "vs_fa3")):
                     if r.get(field):
                         row[key].append(r[field])

@@ -8,7 +8,7 @@
 #   bash scripts/fresh_eval_gpu.sh OUT [KERNEL] [RUNS] [BEFORE_DIR]
 set -uo pipefail
 OUT=${1:?output folder}
-KERNEL=${2:-kernels/attention/gallery/fa2-mma-a.cu}
+KERNEL=$(realpath "${2:-kernels/attention/gallery/fa2-mma-a.cu}")
 RUNS=${3:-3}
 BEFORE=${4:-}
 mkdir -p "$OUT"
@@ -19,17 +19,18 @@ if ls wheels/*.whl >/dev/null 2>&1; then
 fi
 export PYTHONUNBUFFERED=1
 export SOCRATIC_CACHE_DIR=${SOCRATIC_CACHE_DIR:-/tmp/socratic-cache}
+rm -rf "$SOCRATIC_CACHE_DIR/baseline-times"  # the first run of this checkout fills it, as said above
 for dir in "$HERE" ${BEFORE:+"$BEFORE"}; do  # each checkout's own shim and flags: no run pays for nvcc
   (cd "$dir" && PYTHONPATH=$dir:$SITE python3 -c "
 from pathlib import Path
 from harness.evaluate import precompile
-print('precompiled', precompile(Path('$HERE/$KERNEL')), precompile(Path('kernels/attention/baseline.cu')))")
+print('precompiled', precompile(Path('$KERNEL')), precompile(Path('kernels/attention/baseline.cu')))")
 done
 WALLS=()
 timed_eval() {  # NAME DIR
   local name=$1 dir=$2 s e
   s=$(date +%s%N)
-  (cd "$dir" && PYTHONPATH=$dir:$SITE python3 -m harness eval "$HERE/$KERNEL" --json "$OUT/$name.json" \
+  (cd "$dir" && PYTHONPATH=$dir:$SITE python3 -m harness eval "$KERNEL" --json "$OUT/$name.json" \
      > "$OUT/$name.log" 2>&1)
   e=$(date +%s%N)
   WALLS+=("$name=$(( (e - s) / 1000000 ))ms")

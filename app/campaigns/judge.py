@@ -58,13 +58,16 @@ def first_verdict(db: Session, campaign: Campaign, cand: Candidate, session_reti
 def common_start(db: Session, campaign: Campaign, cand: Candidate) -> BoardEntry | None:
     """The board entry of another member's first kernel, when `cand` is a member's first kernel
     with the same source (the offline agents all begin from one port). Only first kernels: a
-    later repeat is the agent's own choice and costs the budget like any evaluation."""
-    if cand.number != 1:
+    later repeat is the agent's own choice and costs the budget like any evaluation. Only a
+    copy that was judged correct (leader or backup) and only once the campaign has a leader: a
+    start discarded by a transient failure does not cost its correct twin the lead."""
+    if cand.number != 1 or campaign.leader_candidate_id is None:
         return None
     for entry, source in db.exec(select(BoardEntry, Candidate.source)
                                  .join(Candidate, col(Candidate.id) == col(BoardEntry.candidate_id))
                                  .where(BoardEntry.campaign_id == campaign.id, BoardEntry.candidate_number == 1,
-                                        BoardEntry.session_id != cand.session_id)
+                                        BoardEntry.session_id != cand.session_id,
+                                        col(BoardEntry.campaign_verdict).in_((LEADER, BACKUP)))
                                  .order_by(col(BoardEntry.id))):
         if source == cand.source:
             return entry

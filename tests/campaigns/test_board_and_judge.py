@@ -203,3 +203,17 @@ def test_the_agents_common_start_is_paid_once_and_never_leads_twice(tmp_path: Pa
     assert entries[1].summary.endswith("(the agents' common start again, not counted)")
     assert "not counted" not in entries[0].summary + entries[2].summary
     assert [e["counted"] for e in events] == [True, False, True]
+
+
+def test_a_correct_start_is_not_excused_by_a_twin_that_failed(tmp_path: Path) -> None:
+    db, settings = database(tmp_path)
+    c = new_campaign(db, settings)
+    a, b, _ = members(db, c.id)
+    with unit(db) as u:
+        camp = u.db.get(Campaign, c.id)
+        assert camp is not None
+        failed, rep = judged(u, a.session_id, START, REJECTED, passed=False)  # a transient failure
+        hooks.record(u, a.session_id, failed.id or 0, rep, first_verdict(u.db, camp, failed, None))
+        twin, rep = judged(u, b.session_id, START, LEADER)
+        look = first_verdict(u.db, camp, twin, None)
+        assert look.verdict == LEADER and look.counted  # the campaign's first correct kernel
