@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from harness.compile import DEFAULT_ARCH, CompileError, compile_kernel
-from harness.executor import Executor, LocalExecutor, ProgressFn
+from harness.executor import Executor, LocalExecutor, Progress, ProgressFn
 from harness.problem import KernelSpec
 from harness.report import NOT_COMPILED, CompileInfo, EvaluationReport, ScenarioResult
 from harness.scenario import Scenario
@@ -154,6 +154,7 @@ def _evaluate(
         settings=settings,
     )
     result = executor.run(job, progress, cancel)
+    fill_baseline_cache(job, result.results, executor, cancel, progress)
     report = EvaluationReport(
         kernel=str(source), baseline=str(baseline) if base_spec else None,
         gpu=str(result.device.get("name", "")), suite=suite, scenarios=result.results,
@@ -162,6 +163,33 @@ def _evaluate(
                   "restarts": result.restarts},
     )
     return report
+
+
+def fill_baseline_cache(job: WorkerJob, results: Sequence[ScenarioResult], executor: Executor,
+                        cancel: threading.Event | None, progress: ProgressFn | None = None) -> None:
+    """After an evaluation that timed the baseline itself (no cached time), the baseline is
+    evaluated alone on those scenarios, in a process with no candidate loaded, and only that
+    process writes the cache (harness/peer_cache.py: BaselineCache.writable): a candidate never
+    decides the baseline time later evaluations use. Same settings (so the same keys), no peers,
+    no profiler; the fill's own report is not kept."""
+    st = job.settings
+    if job.baseline is None or not st.baseline_cache or not st.measure or (cancel is not None and cancel.is_set()):
+        return
+    if st.device != "cuda" and not st.baseline_cache_dir:
+        return
+    timed_here = {r.scenario for r in results if r.baseline_ms is not None and r.baseline_cached_at is None}
+    missing = [s for s in job.scenarios if s.name in timed_here]
+    if not missing:
+        return
+    fill = replace(st, peers=(), profile="never")
+    total = len(job.scenarios)
+
+    def told(p: Progress) -> None:  # the evaluation's bar stays full; its tail says what runs
+        if progress is not None:
+            progress(Progress(total, total, p.scenario, None,
+                              f"filling the baseline cache {p.done}/{p.total}: {p.scenario}"))
+
+    executor.run(WorkerJob(job.problem, job.baseline, job.baseline, missing, fill), told, cancel)
 
 
 def evaluate_job(

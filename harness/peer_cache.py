@@ -159,12 +159,15 @@ class BaselineCache:
     trials, seed, timing settings)."""
 
     def __init__(self, folder: Path, max_age_s: float, device: dict[str, Any],
-                 settings: EvalSettings, library_sha256: str) -> None:
+                 settings: EvalSettings, library_sha256: str, writable: bool = True) -> None:
         self.folder = folder
         self.max_age_s = max_age_s
         self.device = device
         self.settings = settings
         self.library_sha256 = library_sha256
+        # Written only by a process that evaluates the baseline alone (harness/worker.py): a
+        # time measured beside a candidate could carry that candidate's influence to others.
+        self.writable = writable
 
     def _path(self, scenario: Scenario) -> Path:
         key = baseline_key(self.device, self.library_sha256, scenario, self.settings)
@@ -186,7 +189,7 @@ class BaselineCache:
         return found
 
     def put(self, scenario: Scenario, median_ms: float, spread: float, reps: int) -> None:
-        if not median_ms > 0:
+        if not self.writable or not median_ms > 0:
             return
         entry = {"baseline": self.library_sha256, "scenario": scenario.name,
                  "device": {k: self.device.get(k) for k in DEVICE_KEYS}, "median_ms": median_ms,

@@ -620,9 +620,10 @@ def _baseline_cache(job: WorkerJob, info: dict[str, Any]) -> BaselineCache | Non
         return None
     try:
         digest = kernel_digest(job.baseline)
+        alone = kernel_digest(job.candidate) == digest  # this process evaluates the baseline itself
     except OSError:
         return None
-    return BaselineCache(folder, st.baseline_cache_max_age_s, info, st, digest)
+    return BaselineCache(folder, st.baseline_cache_max_age_s, info, st, digest, writable=alone)
 
 
 def spare_worker(conn: Any, parent: int | None = None) -> None:
