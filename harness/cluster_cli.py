@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 from typing import Any
 
@@ -49,14 +48,23 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_scheduler(args: argparse.Namespace) -> int:
     argv = [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", args.host,
             "--port", str(args.port), "--no-dashboard"]
-    return subprocess.call(argv)
+    return _become(argv, dict(os.environ))
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     from harness.cluster import worker_command
 
     argv, env = worker_command(_address(args), args.gpu, args.name)
-    return subprocess.call(argv, env=env)
+    return _become(argv, env)
+
+
+def _become(argv: list[str], env: dict[str, str]) -> int:
+    """This process becomes the Dask process (exec), so that a supervisor's SIGTERM reaches the
+    scheduler or worker itself instead of leaving it running behind a wrapper."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(argv[0], argv, env)
+    return 0  # not reached
 
 
 def add_cluster_commands(sub: argparse._SubParsersAction) -> None:

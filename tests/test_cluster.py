@@ -10,6 +10,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -259,6 +260,10 @@ def test_the_cli_starts_a_scheduler_and_workers_that_evaluate_and_report_status(
             rows = json.loads(out.stdout) if out.returncode == 0 else []
             time.sleep(1)
         assert sorted(r["name"] for r in rows) == ["w0", "w1"]
+        # Each command is the Dask process itself, not a wrapper that a SIGTERM would leave behind.
+        for p in procs:
+            cmdline = Path(f"/proc/{p.pid}/cmdline").read_bytes().decode(errors="replace")
+            assert "distributed.cli.dask_" in cmdline, cmdline
         ex = ClusterExecutor(address)
         try:
             result = ex.run(job("wrong_causal_offset"))
