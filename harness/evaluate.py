@@ -154,13 +154,18 @@ def _evaluate(
         settings=settings,
     )
     result = executor.run(job, progress, cancel)
-    fill_baseline_cache(job, result.results, executor, cancel, progress)
+    try:
+        fill_baseline_cache(job, result.results, executor, cancel, progress)
+        fill_error = None
+    except Exception as exc:  # the candidate's report is complete; a failed fill only loses the cache
+        fill_error = f"{type(exc).__name__}: {exc}"[:300]
     report = EvaluationReport(
         kernel=str(source), baseline=str(baseline) if base_spec else None,
         gpu=str(result.device.get("name", "")), suite=suite, scenarios=result.results,
         compile=built.info, started_at=started_at, seconds=time.monotonic() - t0,
         settings={**settings.to_dict(), "arch": arch, "device_info": result.device,
-                  "restarts": result.restarts},
+                  "restarts": result.restarts,
+                  **({"baseline_cache_fill_error": fill_error} if fill_error else {})},
     )
     return report
 
