@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import struct
 import subprocess
 import tempfile
 import time
@@ -22,9 +23,14 @@ DEFAULT_ARCH = "sm_90a"
 # -Xptxas -v: the resource report (registers, shared memory, spills) lands in every build log.
 # -z defs: every name the library uses must be defined by what it links; libcuda is not linked,
 # so a driver function other than the shim's cuTensorMapEncodeTiled fails the build.
+# -fno-gnu-unique: g++ gives a static local of a function template (a kernel's "prepared once"
+# flag) the binding STB_GNU_UNIQUE, which the dynamic loader makes one object per PROCESS even
+# between RTLD_LOCAL libraries. Two kernels of one family in one worker (a contender re-timed
+# against the leader) then shared that flag, and the second never set up its own kernel.
+# unique_symbols() refuses a library that still has such a symbol (written by hand in asm).
 BASE_FLAGS = (
-    "-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo", "-Xptxas", "-v",
-    "-Xlinker", "-z", "-Xlinker", "defs",
+    "-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-Xcompiler", "-fno-gnu-unique",
+    "-lineinfo", "-Xptxas", "-v", "-Xlinker", "-z", "-Xlinker", "defs",
 )
 COMPILE_TIMEOUT_S = 300
 
@@ -142,6 +148,13 @@ def compile_kernel(
         log = (proc.stdout + proc.stderr).replace(str(tmp_dir) + "/", "")
         if proc.returncode != 0:
             raise CompileError(f"nvcc failed with exit code {proc.returncode}", log)
+        shared = unique_symbols(tmp_dir / "kernel.so")
+        if shared:
+            raise CompileError(
+                "the library defines process-wide (STB_GNU_UNIQUE) symbols, which another kernel "
+                f"loaded in the same process would share: {', '.join(shared[:5])}",
+                log + "\n[refused by the harness: STB_GNU_UNIQUE symbols " + ", ".join(shared) + "]\n",
+            )
         (tmp_dir / "nvcc.log").write_text(log)
         try:
             os.rename(tmp_dir, out_dir)
@@ -156,3 +169,30 @@ def compile_kernel(
             command=command, library=str(library), source_sha256=source_sha,
         ),
     )
+
+
+STB_GNU_UNIQUE = 10
+SHT_DYNSYM = 11
+
+
+def unique_symbols(library: Path) -> list[str]:
+    """The names in `library`'s dynamic symbol table bound STB_GNU_UNIQUE: the loader keeps one
+    object per name for the whole process, so they are a channel between libraries that
+    RTLD_LOCAL does not close. Reads the ELF64 little-endian file itself (no binutils needed)."""
+    data = library.read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        raise CompileError("the built library is not a 64-bit little-endian ELF file", "")
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    names: list[str] = []
+    for _name, kind, _flags, _addr, offset, size, link, _info, _align, entsize in sections:
+        if kind != SHT_DYNSYM or not entsize:
+            continue
+        strtab_offset = sections[link][4]
+        for at in range(offset, offset + size, entsize):
+            st_name, st_info = struct.unpack_from("<IB", data, at)
+            if st_info >> 4 == STB_GNU_UNIQUE:
+                end = data.index(b"\0", strtab_offset + st_name)
+                names.append(data[strtab_offset + st_name:end].decode(errors="replace"))
+    return names

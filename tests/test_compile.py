@@ -72,3 +72,41 @@ def test_defining_a_harness_symbol_is_refused(tmp_path: Path) -> None:
     with pytest.raises(CompileError) as err:
         compile_kernel(src)
     assert "socratic_harness_last_error" in err.value.log
+
+
+# A static local of a function template, as in the family's "prepared once per process" flag.
+TEMPLATE_STATIC = """
+template <int N> int* prepared_flag() { static int flag = 0; return &flag; }
+extern "C" int* probe() { return prepared_flag<1>(); }
+"""
+
+
+@needs_nvcc
+def test_two_kernels_in_one_process_never_share_a_template_static(tmp_path: Path) -> None:
+    """A contender is re-timed against the leader in one worker process. g++ binds template
+    statics STB_GNU_UNIQUE, one object per process even across RTLD_LOCAL libraries: the leader
+    then saw the contender's "prepared" flag, skipped its own set-up and failed. Each library
+    must keep its own."""
+    a, b = tmp_path / "leader.cu", tmp_path / "contender.cu"
+    a.write_text(TEMPLATE_STATIC)
+    b.write_text(TEMPLATE_STATIC + "// a different kernel\n")
+    libs = []
+    for src in (a, b):
+        built = compile_kernel(src)
+        lib = ctypes.CDLL(str(built.library), mode=ctypes.RTLD_LOCAL)
+        lib.probe.restype = ctypes.c_void_p
+        libs.append(lib)
+    assert libs[0].probe() != libs[1].probe()
+
+
+@needs_nvcc
+def test_a_library_with_a_process_wide_symbol_is_refused(tmp_path: Path) -> None:
+    src = tmp_path / "shared_state.cu"
+    src.write_text('__asm__(".section .bss.shared_flag,\\"aw\\",@nobits\\n.globl shared_flag\\n'
+                   '.type shared_flag, @gnu_unique_object\\n.size shared_flag, 4\\nshared_flag:\\n'
+                   '.zero 4\\n.text\\n");\n'
+                   'extern "C" int probe() { return 1; }\n')
+    with pytest.raises(CompileError) as err:
+        compile_kernel(src)
+    assert "STB_GNU_UNIQUE" in str(err.value) and "shared_flag" in str(err.value)
+    assert not list((tmp_path / "cache").rglob("kernel.so"))  # nothing refused stays in the cache

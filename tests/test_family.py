@@ -83,6 +83,15 @@ def test_parse_forms_agree(tmp_path: Path) -> None:
     assert parse_knobs("") == default_knobs()
 
 
+def test_a_spec_longer_than_a_file_name_parses_and_the_last_value_wins() -> None:
+    """Every knob named (as the offline agent's first port plus one change) is longer than a
+    file name may be; it is a spec, never looked up as a path."""
+    spec = ",".join(f"{name}={value}".lower() for name, value in default_knobs().recorded().items())
+    spec += ",tile_d128=64x128x4"
+    assert len(spec) > 255
+    assert parse_knobs(spec).tile_d128 == "64x128x4"
+
+
 def test_neighbours_stay_in_their_layer_and_are_valid() -> None:
     base = default_knobs()
     for layer in LAYERS:

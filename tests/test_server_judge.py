@@ -55,3 +55,18 @@ def test_the_leader_margin_is_a_setting() -> None:
 def test_an_impossible_speed_is_rejected_until_reverified() -> None:
     j = judge(report(("a", False, PASS, 500.0), flags=("impossible: 500x over the baseline",)), None, False)
     assert j.verdict == REJECTED and "sanity" in j.reason
+
+
+def test_a_retime_where_the_leader_did_not_run_everywhere_keeps_the_leader() -> None:
+    """The ratio over the scenarios the leader happened to run on is not a comparison: in a
+    contender's process the leader failed on four of five shapes (a shared template static,
+    harness/compile.py) and the one left decided. The leader stays, and the reason says why."""
+    first = judge(report(("a", False, PASS, 3.0)), 2.0, True)
+    rows = report(("a", False, PASS, None), ("b", False, PASS, 1.5), ("secret", True, PASS, None))
+    rows.scenarios[0].flags = ["baseline not timed: the baseline returned cudaErrorInvalidValue (1)"]
+    kept = confirm(rows, first)
+    assert kept.verdict == BACKUP
+    assert "incomplete" in kept.reason and "2 of 3" in kept.reason
+    assert "first a: baseline not timed: the baseline returned cudaErrorInvalidValue" in kept.reason
+    assert "secret" not in kept.reason
+    assert confirm(report(("a", False, PASS, 1.5), ("b", False, PASS, 1.4)), first).verdict == LEADER

@@ -45,9 +45,14 @@ def first_verdict(db: Session, campaign: Campaign, cand: Candidate, session_reti
                                          f"{campaign.leader_speedup:.3f}x (needs > {target:.3f}x)")
     if cand.id == campaign.leader_candidate_id:
         return CampaignJudgement(LEADER, "already the campaign leader")
-    if session_retimed_against == campaign.leader_candidate_id and cand.verdict == LEADER:
-        return CampaignJudgement(LEADER, f"{cand.speedup:.3f}x; already re-timed interleaved against the "
-                                         "campaign leader by its session's judge")
+    if session_retimed_against == campaign.leader_candidate_id:
+        # Its session's judge just re-timed it against this very kernel: that re-time decides,
+        # both ways (a second re-time would only give the contender a second draw of the noise).
+        if cand.verdict == LEADER:
+            return CampaignJudgement(LEADER, f"{cand.speedup:.3f}x; already re-timed interleaved against the "
+                                             "campaign leader by its session's judge")
+        return CampaignJudgement(BACKUP, f"{cand.speedup:.3f}x in its own run; its session's judge re-timed it "
+                                         f"against the campaign leader: {cand.verdict_reason or 'not faster'}")
     leader = db.get(Candidate, campaign.leader_candidate_id)
     if leader is None:
         return CampaignJudgement(LEADER, f"{cand.speedup:.3f}x; the previous campaign leader is gone")

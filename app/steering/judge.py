@@ -97,6 +97,15 @@ def confirm(retime: EvaluationReport, first: Judgement, settings: JudgeSettings 
     if sanity_flags(retime):
         return Judgement(REJECTED, f"blocked by a sanity check when re-timed: {_first_flag(retime)}",
                          first.speedup)
+    untimed = sorted((r for r in retime.scenarios if r.speedup_vs_baseline is None), key=lambda r: r.hidden)
+    if untimed:
+        # The ratio would cover only the scenarios the leader ran on, chosen by whatever stopped
+        # it in the contender's process: the leader stays.
+        where = "a hidden scenario" if untimed[0].hidden else untimed[0].scenario
+        why = next((f for f in untimed[0].flags if f.startswith("baseline not timed")), "not timed")
+        return Judgement(BACKUP, f"the re-time is incomplete: the previous leader was not timed on "
+                                 f"{len(untimed)} of {len(retime.scenarios)} scenarios (first {where}: "
+                                 f"{why}); the leader stays", first.speedup)
     ratio = retime.summary("all").vs_baseline
     if ratio is None or ratio <= 1.0 + settings.retime_min_gain:
         shown = "unmeasured" if ratio is None else f"{ratio:.3f}x"

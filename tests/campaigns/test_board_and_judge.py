@@ -97,8 +97,13 @@ def test_the_campaign_judge_discards_keeps_backups_and_retimes_a_contender(tmp_p
         lost = report(None)  # 1.0x: no faster than the leader when timed side by side
         final = after_retime(look, fast, lost)
         assert final.verdict == BACKUP and "campaign leader" in final.reason
-        # Re-timed already against the same kernel by its own session's judge: no second re-time.
+        # Re-timed already against the same kernel by its own session's judge: no second re-time,
+        # whichever way that re-time went.
         assert first_verdict(u.db, camp, fast, lead.id).verdict == LEADER
+        fast.verdict, fast.verdict_reason = BACKUP, "faster in its own run, but 0.999x against the leader"
+        kept = first_verdict(u.db, camp, fast, lead.id)
+        assert kept.verdict == BACKUP and kept.retime_against is None and "0.999x" in kept.reason
+        assert first_verdict(u.db, camp, fast, None).verdict == CONTENDER  # re-timed against another kernel
 
 
 def test_a_campaign_plateau_switches_each_stalled_agent_to_a_strategy_nobody_tried(tmp_path: Path) -> None:

@@ -331,7 +331,7 @@ def parse_knobs(spec: str, base: Knobs | None = None) -> Knobs:
             raise KnobError(f"knobs are not valid JSON: {exc}") from exc
         return knobs_from_mapping(data, base)
     path = Path(text)
-    if text.endswith(".json") or (path.is_file() and "=" not in text):
+    if text.endswith(".json") or ("=" not in text and path.is_file()):  # a long spec is no path
         try:
             data = json.loads(path.read_text())
         except OSError as exc:
