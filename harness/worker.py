@@ -48,6 +48,7 @@ from harness.report import (
     UNSUPPORTED,
     PeerResult,
     ScenarioResult,
+    blocking_flags,
 )
 from harness.roofline import Rates
 from harness.scenario import Scenario
@@ -528,12 +529,14 @@ class ScenarioEvaluator:
             )
 
     def _wants_profile(self, r: ScenarioResult) -> bool:
-        """Flagged scenarios always; a suspiciously large win once per process (the profiler's
-        start costs about a second, too much for every fast scenario of a good kernel)."""
+        """Scenarios with a blocking flag always (an informational one, such as "baseline not
+        timed", says nothing about the kernel's own time); a suspiciously large win once per
+        process (the profiler's start costs about a second, too much for every fast scenario of
+        a good kernel)."""
         mode = self.settings.profile
         if mode == "never" or self.settings.device != "cuda":
             return False
-        if mode == "always" or r.flags:
+        if mode == "always" or blocking_flags(r):
             return True
         peers = list(r.speedup_vs_peers.values())
         suspicious = (

@@ -255,7 +255,7 @@ def test_persisting_l2_left_set_aside_is_a_failure() -> None:
     assert why is not None and "4194304 bytes" in why and "survive the harness's cache flush" in why
 
 
-def test_profiler_runs_for_every_flag_and_for_one_large_win_per_process() -> None:
+def test_profiler_runs_for_every_blocking_flag_and_for_one_large_win_per_process() -> None:
     from harness.device import CpuDevice
     from harness.worker import ScenarioEvaluator
 
@@ -264,6 +264,9 @@ def test_profiler_runs_for_every_flag_and_for_one_large_win_per_process() -> Non
     )
     flagged = ScenarioResult("f", "x", False, PASS, flags=["impossible: 9x"])
     assert ev._wants_profile(flagged) and ev._wants_profile(flagged)
+    informed = ScenarioResult("i", "x", False, PASS, flags=["baseline not timed: it returned an error"],
+                              speedup_vs_peers={"cudnn": 0.9})
+    assert not ev._wants_profile(informed)  # says nothing about the kernel's own time
     modest = ScenarioResult("m", "x", False, PASS, speedup_vs_peers={"cudnn": 0.8, "flash": 3.0})
     assert not ev._wants_profile(modest)
     win = ScenarioResult("w", "x", False, PASS, speedup_vs_peers={"cudnn": 2.5, "flash": 4.0})
