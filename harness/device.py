@@ -3,6 +3,7 @@ own tests). Timers, cache flushing and health checks differ; everything else is 
 
 from __future__ import annotations
 
+import ctypes
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -214,7 +215,24 @@ class CudaDevice(Device):
             "torch": torch.__version__,
             "cuda": torch.version.cuda,
             "cudnn": torch.backends.cudnn.version(),
+            "driver": driver_version(),
         }
+
+
+def driver_version() -> str | None:
+    """The NVIDIA driver's version ("580.159.04") from NVML, None where NVML is missing. Part
+    of the cache keys (harness/peer_cache.py): a driver update can move the cached times."""
+    try:
+        nvml = ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return None
+    if nvml.nvmlInit_v2() != 0:
+        return None
+    try:
+        buf = ctypes.create_string_buffer(96)
+        return buf.value.decode() if nvml.nvmlSystemGetDriverVersion(buf, len(buf)) == 0 else None
+    finally:
+        nvml.nvmlShutdown()
 
 
 def _first_line(exc: BaseException) -> str:

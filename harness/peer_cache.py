@@ -37,7 +37,7 @@ from harness.settings import EvalSettings
 # behind a device hold; FA3 joined the peers.
 FORMAT = 2
 # Device facts that change what a peer does or how fast it does it.
-DEVICE_KEYS = ("name", "capability", "sm_count", "torch", "cuda", "cudnn")
+DEVICE_KEYS = ("name", "capability", "sm_count", "torch", "cuda", "cudnn", "driver")
 
 
 def _shape(scenario: Scenario) -> dict[str, Any]:

@@ -24,12 +24,13 @@ evaluation, one per category, then the table over OUT (`SEEDS=0` for one seed pe
     PYTHONPATH=. python3 scripts/campaign_experiment.py --out /tmp/exp/s2 --seeds 2
     PYTHONPATH=. python3 scripts/campaign_experiment.py --table /tmp/exp/s0 /tmp/exp/s1 /tmp/exp/s2
 
-Device time: the GPU evaluates one candidate at a time. A trial on 2026-12-01 with cuDNN as the
-sessions' only peer took 5.8-8.3 s per evaluation over five scenarios, most of it the profiler's
-first session in each evaluation process (docs/campaigns.md); with the server's three peers
-(cached after a shape's first evaluation) a seed of four arms at 12 evaluations should take 2-3
-minutes (not yet measured). Each judged candidate prints a progress line; `--deadline-s` (480) stops a
-seed's arms before a ten-minute call ends, and the table says how many evaluations each arm got.
+Device time: the GPU evaluates one candidate at a time. On 2026-12-01 a seed of four arms at
+12 evaluations took 405-455 s per device call (docs/campaigns.md); in seed 0, 145 of the
+GPU's 347 busy seconds were re-times, most of them running the profiler because the leader
+failed in the contender's process (fixed the same day); about 300-350 s per seed is expected
+now, not yet measured. Each judged candidate prints
+a progress line; `--deadline-s` (480) stops a seed's arms before a ten-minute call ends, and
+the table says how many evaluations each arm got.
 
 `--cpu-standin` runs the same machinery without a GPU: every evaluation is answered by the
 synthetic speed table of tests/family_model.py (real rendered kernels, made-up speeds). Its

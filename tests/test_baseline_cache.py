@@ -20,7 +20,7 @@ from harness.timing import TimingSettings
 from harness.worker import WorkerJob, kernel_digest
 
 H200 = {"name": "NVIDIA H200", "capability": "9.0", "sm_count": 132, "torch": "2.11.0+cu130",
-        "cuda": "13.0", "cudnn": 91900, "pid": 1}
+        "cuda": "13.0", "cudnn": 91900, "driver": "580.159.04", "pid": 1}
 SHAPE = Scenario("prefill-a", "prefill", 2, 1024, 1024, 16, 16, 128, causal=True)
 LIB = "a" * 64
 FAST = TimingSettings(budget_ms=2, min_reps=3, min_reps_slow=3, max_reps=5, wall_reps=2)
@@ -39,6 +39,7 @@ def test_the_key_changes_with_the_gpu_the_software_the_scenario_the_baseline_and
         key(device={**H200, "torch": "2.12.0"}),
         key(device={**H200, "cuda": "13.1"}),
         key(device={**H200, "cudnn": 92000}),
+        key(device={**H200, "driver": "580.160.01"}),
         key(lib="b" * 64),
         key(s=dataclasses.replace(SHAPE, seqlen_k=2048)),
         key(s=dataclasses.replace(SHAPE, causal=False)),
