@@ -180,8 +180,15 @@ def unique_symbols(library: Path) -> list[str]:
     object per name for the whole process, so they are a channel between libraries that
     RTLD_LOCAL does not close. Reads the ELF64 little-endian file itself (no binutils needed)."""
     data = library.read_bytes()
-    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+    if data[:4] != b"\x7fELF" or data[4:6] != b"\x02\x01":
         raise CompileError("the built library is not a 64-bit little-endian ELF file", "")
+    try:
+        return _unique_names(data)
+    except (struct.error, IndexError, ValueError, UnicodeDecodeError) as exc:
+        raise CompileError(f"the built library's symbol table cannot be read: {exc}", "") from exc
+
+
+def _unique_names(data: bytes) -> list[str]:
     shoff, = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
     sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]

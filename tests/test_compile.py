@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.compile import CompileError, arch_for_capability, compile_kernel, gencode_flags
+from harness.compile import CompileError, arch_for_capability, compile_kernel, gencode_flags, unique_symbols
 from tests.conftest import HAS_NVCC, ROOT
 
 needs_nvcc = pytest.mark.skipif(not HAS_NVCC, reason="nvcc not installed")
@@ -110,3 +110,11 @@ def test_a_library_with_a_process_wide_symbol_is_refused(tmp_path: Path) -> None
         compile_kernel(src)
     assert "STB_GNU_UNIQUE" in str(err.value) and "shared_flag" in str(err.value)
     assert not list((tmp_path / "cache").rglob("kernel.so"))  # nothing refused stays in the cache
+
+
+def test_a_library_whose_symbols_cannot_be_read_is_a_compile_error(tmp_path: Path) -> None:
+    for name, data in (("text.so", b"not a library"), ("cut.so", b"\x7fELF\x02\x01\x01" + b"\0" * 40)):
+        path = tmp_path / name
+        path.write_bytes(data)
+        with pytest.raises(CompileError):
+            unique_symbols(path)
