@@ -26,7 +26,7 @@ def _database(args: argparse.Namespace) -> tuple[Database, str] | None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from app.audit.trace_io import export_session
+    from app.audit.trace_io import export_session, trace_bytes
     from app.sessions import NotFound
 
     opened = _database(args)
@@ -41,19 +41,19 @@ def cmd_export(args: argparse.Namespace) -> int:
         return 1
     finally:
         database.dispose()
-    data = text.encode("ascii")
     if args.output and args.output != "-":
+        data = trace_bytes(text, args.output)
         Path(args.output).write_bytes(data)
         print(f"wrote session {args.session} to {args.output} ({len(data)} bytes)", file=sys.stderr)
     else:
         sys.stdout.flush()
-        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.write(text.encode("ascii"))
         sys.stdout.buffer.flush()
     return 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from app.audit.trace_io import TraceFormatError, check_size, import_trace_once
+    from app.audit.trace_io import TraceFormatError, import_trace_once, trace_text
 
     try:
         limit = Settings.from_args(args).trace_max_bytes
@@ -64,13 +64,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         stream = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
         with stream:
             raw = stream.read(limit + 1)
-        check_size(len(raw), limit)
-        text = raw.decode("utf-8")
+        text = trace_text(raw, limit)
     except OSError as exc:
         print(f"socratic trace import: {exc}", file=sys.stderr)
-        return 1
-    except UnicodeDecodeError:
-        print(f"socratic trace import: {args.file} is not UTF-8 text", file=sys.stderr)
         return 1
     except TraceFormatError as exc:
         print(f"socratic trace import: {args.file}: {exc}", file=sys.stderr)

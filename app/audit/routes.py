@@ -154,13 +154,11 @@ async def import_upload(request: Request) -> Response:
     limit = get_ctx(request).settings.trace_max_bytes
     data = await upload.read(limit + 1)
     try:
-        trace_io.check_size(len(data), limit)
+        text = trace_io.trace_text(data, limit)
     except trace_io.TraceTooLarge as exc:
         return _import_error(request, str(exc), 413)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return _import_error(request, "the file is not UTF-8 text")
+    except trace_io.TraceFormatError as exc:
+        return _import_error(request, str(exc))
     database = get_ctx(request).database
 
     def store() -> int:

@@ -127,12 +127,13 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from app.audit.trace_io import trace_bytes
     from app.campaigns.trace import export_campaign
 
     def work(db: Session) -> int:
         text = export_campaign(db, args.campaign)
         if args.output and args.output != "-":
-            Path(args.output).write_text(text, encoding="ascii")
+            Path(args.output).write_bytes(trace_bytes(text, args.output))
             print(f"wrote campaign {args.campaign} to {args.output}", file=sys.stderr)
         else:
             sys.stdout.write(text)
@@ -142,7 +143,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from app.audit.trace_io import TraceFormatError, check_size
+    from app.audit.trace_io import TraceFormatError, trace_text
     from app.campaigns.trace import campaign_trace_limit, import_campaign
     from app.settings import Settings
 
@@ -150,9 +151,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     try:
         with open(args.file, "rb") as f:
             raw = f.read(limit + 1)
-        check_size(len(raw), limit)
-        text = raw.decode("utf-8")
-    except (OSError, UnicodeDecodeError, TraceFormatError) as exc:
+        text = trace_text(raw, limit)
+    except (OSError, TraceFormatError) as exc:
         print(f"socratic campaign import: {exc}", file=sys.stderr)
         return 1
     def work(db: Session) -> int:

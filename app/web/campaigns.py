@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Query, Request, UploadFile, status
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
-from app.audit.trace_io import TraceAlreadyImported, TraceFormatError, TraceTooLarge, check_size
+from app.audit.trace_io import TraceAlreadyImported, TraceFormatError, TraceTooLarge, trace_text
 from app.campaigns import board
 from app.campaigns.actions import ACTIONS, act_on_campaign
 from app.campaigns.create import create_campaign, get_campaign, member_session_ids
@@ -85,12 +85,11 @@ async def import_file(file: UploadFile, ctx: Ctx) -> dict[str, Any]:
     limit = campaign_trace_limit(ctx.settings.trace_max_bytes)
     data = await file.read(limit + 1)
     try:
-        check_size(len(data), limit)
-        text = data.decode("utf-8")
+        text = trace_text(data, limit)
     except TraceTooLarge as exc:
         raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, str(exc)) from exc
-    except UnicodeDecodeError as exc:
-        raise Invalid("the file is not UTF-8 text", "file") from exc
+    except TraceFormatError as exc:
+        raise Invalid(str(exc), "file") from exc
     with ctx.database.session() as db:
         try:
             campaign = import_campaign(db, text, (file.filename or "")[:200])

@@ -14,7 +14,16 @@ from sqlmodel import select
 
 from app.audit.models import TraceImport
 from app.audit.record import load_record
-from app.audit.trace_io import VERSION, TraceFormatError, export_session, import_trace, parse_trace
+from app.audit.trace_io import (
+    VERSION,
+    TraceFormatError,
+    TraceTooLarge,
+    export_session,
+    import_trace,
+    parse_trace,
+    trace_bytes,
+    trace_text,
+)
 from app.cli import main
 from app.context import ServerContext
 from app.db import Database, alembic_config
@@ -173,6 +182,35 @@ def test_the_cli_exports_to_stdout_and_imports_a_file(recorded: RecordedSession,
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"type": "header"}\n')
     assert main(["trace", "import", str(bad), "--db", str(target_db)]) == 1
+
+
+def test_a_trace_file_may_be_compressed_and_is_read_within_the_limit(recorded: RecordedSession,
+                                                                      tmp_path: Path) -> None:
+    text = recorded.trace
+    limit = len(text)
+    for name in ("t.jsonl", "t.jsonl.xz", "t.jsonl.gz"):
+        data = trace_bytes(text, name)
+        assert (data == text.encode()) == (name == "t.jsonl")
+        assert trace_text(data, limit) == text
+    packed = trace_bytes(text, "t.xz")
+    assert len(packed) < len(text) // 3
+    with pytest.raises(TraceTooLarge):  # the decompressed text counts against the limit
+        trace_text(packed, limit - 1)
+    bomb = trace_bytes(" " * (64 * 2**20), "bomb.gz")  # 64 MiB of spaces in about 64 KB
+    with pytest.raises(TraceTooLarge):
+        trace_text(bomb, 2**20)
+    with pytest.raises(TraceFormatError, match="cut short"):
+        trace_text(packed[: len(packed) // 2], limit)
+    with pytest.raises(TraceFormatError, match="damaged"):
+        trace_text(packed[:12] + bytes(64) + packed[76:], limit)
+    with pytest.raises(TraceFormatError, match="UTF-8"):
+        trace_text(b"\xff\xfe", limit)
+    # The CLI writes and reads them by the same rules.
+    target_db = tmp_path / "x.db"
+    (tmp_path / "in.jsonl.xz").write_bytes(packed)
+    assert main(["trace", "import", str(tmp_path / "in.jsonl.xz"), "--db", str(target_db)]) == 0
+    assert main(["trace", "export", "1", "--db", str(target_db), "-o", str(tmp_path / "out.jsonl.gz")]) == 0
+    assert trace_text((tmp_path / "out.jsonl.gz").read_bytes(), limit) == text
 
 
 def test_upgrading_a_database_from_the_first_schema_keeps_its_sessions(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from app.audit.trace_io import trace_bytes
 from app.cli import main as socratic
 from app.runner import evaluation as ev
 from tests.campaigns.support import SCENARIO_SPECS
@@ -90,6 +91,10 @@ def test_a_board_campaign_runs_judges_within_one_budget_and_round_trips_as_a_tra
         assert len(client.get("/api/campaigns").json()) == campaigns
         huge = b" " * (8 * 8 * 2**20 + 1)  # 8x SOCRATIC_TRACE_MAX_BYTES (8 MiB)
         assert client.post("/api/campaigns/import", files={"file": ("big.jsonl", huge)}).status_code == 413
+        # Compressed, it is the same trace: read, recognised, not stored twice.
+        packed = trace_bytes(text, "c.jsonl.gz")
+        again = client.post("/api/campaigns/import", files={"file": ("c.jsonl.gz", packed)})
+        assert again.status_code == 409 and "imported before" in again.text
         deep = (text.splitlines()[0] + "\n" + '{"type":"campaign","x":' + "[" * 200 + "]" * 200 + "}\n").encode()
         assert client.post("/api/campaigns/import", files={"file": ("deep.jsonl", deep)}).status_code == 422
     (tmp_path / "c.jsonl").write_text(text)
@@ -98,6 +103,14 @@ def test_a_board_campaign_runs_judges_within_one_budget_and_round_trips_as_a_tra
     assert socratic(["campaign", "export", "1", "--db", str(other), "-o", str(tmp_path / "again.jsonl")]) == 0
     assert (tmp_path / "again.jsonl").read_text() == text
     assert socratic(["campaign", "import", str(tmp_path / "c.jsonl"), "--db", str(other)]) == 1  # already there
+    # Compressed by the name it is written to, read back by its magic bytes (examples/ keeps xz).
+    packed = tmp_path / "c.jsonl.xz"
+    assert socratic(["campaign", "export", "1", "--db", str(other), "-o", str(packed)]) == 0
+    assert packed.read_bytes()[:6] == b"\xfd7zXZ\x00" and packed.stat().st_size < len(text) // 3
+    third = tmp_path / "third.db"
+    assert socratic(["campaign", "import", str(packed), "--db", str(third)]) == 0
+    assert socratic(["campaign", "export", "1", "--db", str(third), "-o", str(tmp_path / "3.jsonl")]) == 0
+    assert (tmp_path / "3.jsonl").read_text() == text
 
 
 def test_an_evolution_campaign_orders_each_child_with_a_bank_question(
