@@ -13,8 +13,8 @@ Every arm stops when its campaign has judged `--evaluations` candidates. The tab
 arm's leader over >= 3 seeds: x baseline and gain over the arm's first port (the agents' common
 start), x cuDNN, x flash (torch's flash SDPA backend) and x FA3 (where fa3-fwd loads) from a
 final side-by-side evaluation of every leader with fresh peer timings (on a GPU), as mean,
-standard deviation and range. Each arm's campaign trace is written to OUT/traces/ (docs/trace.md,
-"Campaign traces") for examples/.
+standard deviation and range. Each arm's campaign trace is written to OUT/traces/, xz-compressed
+(docs/campaigns.md, "Traces"), ready for examples/campaigns/.
 
 On the H200, `bash scripts/gpu_checks.sh OUT campaigns` runs the seeds with five scenarios per
 evaluation, one per category, then the table over OUT (`SEEDS=0` for one seed per call). By hand:
@@ -57,6 +57,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from app.audit.trace_io import trace_bytes  # noqa: E402
 from app.campaigns.create import create_campaign, member_session_ids  # noqa: E402
 from app.campaigns.models import Campaign  # noqa: E402
 from app.campaigns.schemas import CampaignCreate, MemberIn  # noqa: E402
@@ -261,8 +262,8 @@ async def experiment(args: argparse.Namespace) -> dict[str, Any]:
             await asyncio.to_thread(side_by_side, ctx, results)
         with ctx.database.session() as db:
             for arm, cid in ids.items():
-                name = f"{'cpu-standin' if args.cpu_standin else 'h200'}-{arm}-seed{seed}.jsonl"
-                (out / "traces" / name).write_text(export_campaign(db, cid), encoding="ascii")
+                name = f"{'cpu-standin' if args.cpu_standin else 'h200'}-{arm}-seed{seed}.jsonl.xz"
+                (out / "traces" / name).write_bytes(trace_bytes(export_campaign(db, cid), name))
                 results[arm]["trace"] = f"traces/{name}"
         seeds[str(seed)] = results
     await runners.shutdown()
@@ -351,10 +352,12 @@ def main() -> int:
     ap.add_argument("--bank-grace-s", type=float, default=5.0)
     ap.add_argument("--no-final", action="store_true", help="skip the final side-by-side evaluation with fresh peers")
     ap.add_argument("--cpu-standin", action="store_true", help="no GPU: the synthetic speed table (not a result)")
-    ap.add_argument("--table", nargs="+", metavar="OUT", help="print the table over earlier runs' OUT directories")
+    ap.add_argument("--table", nargs="+", metavar="OUT",
+                    help="print the table over earlier runs' OUT directories (or their summary.json files)")
     args = ap.parse_args()
     if args.table:
-        print(table([json.loads((Path(d) / "summary.json").read_text()) for d in args.table]))
+        print(table([json.loads((Path(d) if Path(d).is_file() else Path(d) / "summary.json").read_text())
+                     for d in args.table]))
         return 0
     if not args.out:
         ap.error("--out is required (or --table)")
