@@ -67,12 +67,14 @@ from app.db import open_database  # noqa: E402
 from app.models import INTERRUPTED, PAUSED, Candidate  # noqa: E402
 from app.runner.devices import DeviceQueue  # noqa: E402
 from app.runner.manager import RunnerManager  # noqa: E402
+from app.runner.pause import auto_ask_step  # noqa: E402
 from app.runner.states import FINAL_STATES  # noqa: E402
 from app.schemas import ThresholdsIn  # noqa: E402
 from app.sessions import Conflict, get_session, latest_evaluation, resume, stop  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.steering import bank  # noqa: E402
 from harness.report import EvaluationReport  # noqa: E402
+from question_bank.auto_ask import AutoAsker  # noqa: E402
 from scripts.offline_campaigns import SCENARIOS, scenario_specs  # noqa: E402
 
 ARMS = ("autonomous", "bank", "board", "evolution")
@@ -121,7 +123,7 @@ async def run_seed(ctx: ServerContext, runners: RunnerManager, seed: int, args: 
         for sid in members:
             runners.ensure_running(sid)
     t0 = time.monotonic()
-    paused_since: dict[int, float] = {}
+    asker = AutoAsker()
     seen: dict[str, int] = {}
     while True:
         progress(ctx, seed, ids, seen, time.monotonic() - t0)
@@ -130,22 +132,13 @@ async def run_seed(ctx: ServerContext, runners: RunnerManager, seed: int, args: 
             with ctx.database.session() as db:
                 members = member_session_ids(db, cid)
             for sid in members:
-                with ctx.unit() as u:
-                    s = get_session(u.db, sid)
-                    if s.status in FINAL_STATES:
-                        continue
-                    live += 1
-                    if s.status not in (PAUSED, INTERRUPTED):
-                        paused_since.pop(sid, None)
-                        continue
-                    since = paused_since.setdefault(sid, time.monotonic())
-                    trigger = s.open_trigger_id
-                    # The bank arm's pauses are the bank's to answer (auto-ask); a pause it does not
-                    # answer (a budget, say) is resumed after a grace period. Every other arm resumes
-                    # at once, without a message.
-                    if arm != "bank" or time.monotonic() - since > args.bank_grace_s or trigger is None:
-                        with contextlib.suppress(Conflict):
-                            resume(u, sid, "experiment")
+                state = answer_pause(ctx, arm, sid, asker)
+                if state == "final":
+                    continue
+                live += 1
+                if state == "not answered":
+                    print(f"seed {seed} bank: the bank does not answer session {sid}'s pause; resumed "
+                          "without a question", file=sys.stderr)
                 runners.changed(sid)
         if live == 0:
             break
@@ -169,6 +162,32 @@ async def run_seed(ctx: ServerContext, runners: RunnerManager, seed: int, args: 
                                               return_exceptions=True), 60)
     progress(ctx, seed, ids, {}, time.monotonic() - t0)
     return ids
+
+
+def answer_pause(ctx: ServerContext, arm: str, sid: int, asker: AutoAsker) -> str:
+    """What the experiment does with one member now: nothing while it runs ("running", or
+    "final" once it ended); a paused member of the bank arm is the bank's to answer, by the
+    session's auto-ask policy, at once ("bank"), as its runner would once it parks, for a pause
+    may come while the runner still waits on a re-time; a pause the bank will not answer ("not
+    answered"), and every pause of the other arms, is resumed without a message ("resumed")."""
+    with ctx.database.session() as db:
+        s = get_session(db, sid)
+        status, trigger = s.status, s.open_trigger_id
+    if status in FINAL_STATES:
+        return "final"
+    if status not in (PAUSED, INTERRUPTED):
+        return "running"
+    state = "resumed"
+    if arm == "bank" and status == PAUSED and trigger is not None:
+        wait = auto_ask_step(ctx, sid, asker)
+        if wait == 0:
+            return "bank"
+        if wait is not None:
+            return "running"  # a policy that asks later: the bank's to answer then
+        state = "not answered"
+    with ctx.unit() as u, contextlib.suppress(Conflict):
+        resume(u, sid, "experiment")
+    return state
 
 
 def progress(ctx: ServerContext, seed: int, ids: dict[str, int], seen: dict[str, int], elapsed: float) -> None:
@@ -349,7 +368,6 @@ def main() -> int:
     ap.add_argument("--plateau-window", type=int, default=3)
     ap.add_argument("--timing-budget-ms", type=float, default=5.0)
     ap.add_argument("--deadline-s", type=float, default=480.0, help="per seed")
-    ap.add_argument("--bank-grace-s", type=float, default=5.0)
     ap.add_argument("--no-final", action="store_true", help="skip the final side-by-side evaluation with fresh peers")
     ap.add_argument("--cpu-standin", action="store_true", help="no GPU: the synthetic speed table (not a result)")
     ap.add_argument("--table", nargs="+", metavar="OUT",

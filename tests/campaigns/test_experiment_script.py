@@ -5,15 +5,26 @@ campaign and exports again to the same text."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from sqlmodel import select
 
 from app.audit.trace_io import trace_text
+from app.campaigns.create import create_campaign, member_session_ids
 from app.campaigns.trace import export_campaign, import_campaign
-from app.db import Database
+from app.context import ServerContext
+from app.db import Database, open_database
+from app.models import Intervention, SteeringSession
+from app.sessions import fire_trigger
+from app.settings import Settings
+from app.steering import bank
+from app.steering.triggers import TriggerHit
+from question_bank.auto_ask import AutoAsker, AutoAskPolicy, set_policy
+from scripts.campaign_experiment import answer_pause, arm_spec
 from tests.conftest import ROOT
 
 SCRIPT = ROOT / "scripts" / "campaign_experiment.py"
@@ -28,18 +39,36 @@ def run(*args: str) -> str:
     return done.stdout
 
 
+def resumed_by(db_file: Path) -> dict[str, list[str]]:
+    """Per campaign title, who resumed each pause of its members (from the events)."""
+    with sqlite3.connect(db_file) as db:
+        rows = db.execute("SELECT c.title, e.payload FROM event e JOIN campaign_member m ON m.session_id = "
+                          "e.session_id JOIN campaign c ON c.id = m.campaign_id WHERE e.kind = 'status'").fetchall()
+    found: dict[str, list[str]] = {}
+    for title, payload in rows:
+        p = json.loads(payload)
+        if p.get("from") == "paused" and p.get("to") == "running":
+            found.setdefault(title, []).append(p.get("author"))
+    return found
+
+
 def test_the_experiment_runs_every_arm_on_one_budget_and_tables_the_seeds(tmp_path: Path) -> None:
     out = tmp_path / "exp"
-    text = run("--cpu-standin", "--out", str(out), "--seeds", "0", "1", "--evaluations", "5")
+    text = run("--cpu-standin", "--out", str(out), "--seeds", "0", "1", "--evaluations", "6")
     assert "NOT a result" in text  # the stand-in says what it is
     summary = json.loads((out / "summary.json").read_text())
     assert summary["cpu_standin"] and sorted(summary["seeds"]) == ["0", "1"]
     for results in summary["seeds"].values():
         assert sorted(results) == sorted(ARMS)
         for r in results.values():
-            assert r["evaluations"] == 5 and "budget" in r["detail"]
+            assert r["evaluations"] == 6 and "budget" in r["detail"]
             trace = out / r["trace"]
             assert trace.name.endswith(".jsonl.xz") and trace.read_bytes()[:6] == b"\xfd7zXZ\x00"
+    # The bank arm's pauses are answered by the bank (auto-ask), never resumed without a question;
+    # the autonomous arm's are resumed without one.
+    resumed = resumed_by(out / "experiment.db")
+    assert resumed["solo, bank, seed 0"] and set(resumed["solo, bank, seed 0"]) == {"bank"}
+    assert set(resumed["solo, autonomous, seed 0"]) == {"experiment"}
     table = run("--table", str(out / "summary.json"))
     assert all(f"\n{arm} " in table for arm in ARMS) and "2 seed(s)" in table
     assert "bank-steered vs autonomous" in table
@@ -57,5 +86,44 @@ def test_an_example_campaign_trace_imports_read_only_and_round_trips(path: Path,
             db.commit()
             assert campaign.read_only and campaign.evaluations >= 1
             assert export_campaign(db, campaign.id or 0) == text
+    finally:
+        database.dispose()
+
+
+@pytest.mark.parametrize(("arm", "policy", "state", "author"), [
+    ("bank", "at_once", "bank", "bank"),  # the bank answers at once, runner parked or not
+    ("bank", "off", "not answered", "experiment"),  # a pause the bank will not answer
+    ("autonomous", "at_once", "resumed", "experiment"),  # the control never gets a question
+])
+def test_a_paused_member_is_answered_by_the_bank_or_resumed_without_a_message(
+        tmp_path: Path, arm: str, policy: str, state: str, author: str) -> None:
+    """The first run lost a bank question: the session paused while its runner still waited on a
+    re-time, and the experiment's grace timer resumed it first. No runner runs here at all, so
+    only an experiment that lets the bank answer by itself passes the first case."""
+    settings = Settings(data_dir=tmp_path / "data", db_url=f"sqlite:///{tmp_path / 'e.db'}",
+                        bank_semantic_search=False)
+    database = open_database(settings)
+    bank.on_startup(database, semantic=False)
+    ctx = ServerContext(settings, database)
+    try:
+        with ctx.unit() as u:
+            campaign = create_campaign(u, arm_spec(arm, 0, 6, 3, 4), settings)
+        with ctx.database.session() as db:
+            [sid] = member_session_ids(db, campaign.id or 0)
+            set_policy(db, str(sid), AutoAskPolicy(policy, max_in_a_row=20))
+        assert answer_pause(ctx, arm, sid, AutoAsker()) == "running"
+        with ctx.unit() as u:
+            session = u.db.get(SteeringSession, sid)
+            assert session is not None
+            fire_trigger(u, session, TriggerHit("plateau", "Plateau: no new leader in the last 3 evaluations"))
+        assert answer_pause(ctx, arm, sid, AutoAsker()) == state
+        with ctx.database.session() as db:
+            session = db.get(SteeringSession, sid)
+            assert session is not None and session.status == "running"
+            sent = list(db.exec(select(Intervention).where(Intervention.session_id == sid)))
+        assert [i.author for i in sent] == (["bank"] if author == "bank" else [])
+        events = [json.loads(p) for (p,) in sqlite3.connect(tmp_path / "e.db").execute(
+            "SELECT payload FROM event WHERE session_id = ? AND kind = 'status'", (sid,))]
+        assert [e.get("author") for e in events if e.get("from") == "paused"] == [author]
     finally:
         database.dispose()
