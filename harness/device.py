@@ -224,13 +224,15 @@ def driver_version() -> str | None:
     of the cache keys (harness/peer_cache.py): a driver update can move the cached times."""
     try:
         nvml = ctypes.CDLL("libnvidia-ml.so.1")
-    except OSError:
-        return None
-    if nvml.nvmlInit_v2() != 0:
+        if nvml.nvmlInit_v2() != 0:
+            return None
+    except (OSError, AttributeError):  # no NVML, or one without these entry points
         return None
     try:
         buf = ctypes.create_string_buffer(96)
         return buf.value.decode() if nvml.nvmlSystemGetDriverVersion(buf, len(buf)) == 0 else None
+    except (AttributeError, UnicodeDecodeError):
+        return None
     finally:
         nvml.nvmlShutdown()
 
