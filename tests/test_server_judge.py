@@ -70,3 +70,20 @@ def test_a_retime_where_the_leader_did_not_run_everywhere_keeps_the_leader() -> 
     assert "first a: baseline not timed: the baseline returned cudaErrorInvalidValue" in kept.reason
     assert "secret" not in kept.reason
     assert confirm(report(("a", False, PASS, 1.5), ("b", False, PASS, 1.4)), first).verdict == LEADER
+    # Only a hidden scenario untimed: named as such, never by its name.
+    hidden_only = confirm(report(("a", False, PASS, 1.5), ("secret", True, PASS, None)), first)
+    assert hidden_only.verdict == BACKUP and "a hidden scenario" in hidden_only.reason
+    assert "secret" not in hidden_only.reason
+
+
+def test_a_first_verdict_on_a_partial_speedup_crowns_nothing() -> None:
+    """The same rule for the baseline in the candidate's own run: a geomean over the scenarios
+    where the baseline happened to run is not the candidate's speedup, and with no leader yet
+    it would be crowned without a re-time and set the bar for every later kernel."""
+    rows = report(("a", False, PASS, 3.0), ("b", False, PASS, None))
+    rows.scenarios[1].flags = ["baseline not timed: the baseline returned cudaErrorInvalidValue (1)"]
+    for leader, has_leader in ((None, False), (2.0, True)):
+        j = judge(rows, leader, has_leader)
+        assert j.verdict == BACKUP and "incomplete" in j.reason and "first b: baseline not timed" in j.reason
+    assert judge(report(("a", False, PASS, None), ("b", False, PASS, None)), None, False).reason == \
+        "correct, but no speedup could be measured"

@@ -48,6 +48,20 @@ def _first_flag(report: EvaluationReport) -> str:
     return next((f for f in report.flags if f.startswith(IMPOSSIBLE)), "")
 
 
+def _untimed(report: EvaluationReport, who: str) -> str | None:
+    """Why a ratio over this report would be partial: the scenarios where `who` (the baseline,
+    or the previous leader in a re-time) was not timed while others were. The geomean would
+    cover only the scenarios left, chosen by whatever stopped it, so no verdict rests on it.
+    Hidden scenarios are never named (the reason reaches the agent)."""
+    untimed = sorted((r for r in report.scenarios if r.speedup_vs_baseline is None), key=lambda r: r.hidden)
+    if not untimed or len(untimed) == len(report.scenarios):
+        return None
+    where = "a hidden scenario" if untimed[0].hidden else untimed[0].scenario
+    why = next((f for f in untimed[0].flags if f.startswith("baseline not timed")), "not timed")
+    return (f"{who} was not timed on {len(untimed)} of {len(report.scenarios)} scenarios "
+            f"(first {where}: {why})")
+
+
 def judge(report: EvaluationReport, leader_speedup: float | None, has_leader_candidate: bool,
           settings: JudgeSettings = JudgeSettings()) -> Judgement:
     """First verdict on a suite evaluation. `leader_speedup` is the current leader's geomean
@@ -73,6 +87,9 @@ def judge(report: EvaluationReport, leader_speedup: float | None, has_leader_can
     speedup = total.vs_baseline
     if speedup is None:
         return Judgement(BACKUP, "correct, but no speedup could be measured", None)
+    partial = _untimed(report, "the baseline")
+    if partial:
+        return Judgement(BACKUP, f"correct, but the speedup is incomplete: {partial}", speedup)
     reference = leader_speedup if leader_speedup is not None else 1.0
     target = reference * (1.0 + settings.min_gain)
     who = "the leader" if leader_speedup is not None else "the baseline"
@@ -97,15 +114,9 @@ def confirm(retime: EvaluationReport, first: Judgement, settings: JudgeSettings 
     if sanity_flags(retime):
         return Judgement(REJECTED, f"blocked by a sanity check when re-timed: {_first_flag(retime)}",
                          first.speedup)
-    untimed = sorted((r for r in retime.scenarios if r.speedup_vs_baseline is None), key=lambda r: r.hidden)
-    if untimed:
-        # The ratio would cover only the scenarios the leader ran on, chosen by whatever stopped
-        # it in the contender's process: the leader stays.
-        where = "a hidden scenario" if untimed[0].hidden else untimed[0].scenario
-        why = next((f for f in untimed[0].flags if f.startswith("baseline not timed")), "not timed")
-        return Judgement(BACKUP, f"the re-time is incomplete: the previous leader was not timed on "
-                                 f"{len(untimed)} of {len(retime.scenarios)} scenarios (first {where}: "
-                                 f"{why}); the leader stays", first.speedup)
+    partial = _untimed(retime, "the previous leader")
+    if partial:  # whatever stopped the leader in the contender's process must not choose the shapes
+        return Judgement(BACKUP, f"the re-time is incomplete: {partial}; the leader stays", first.speedup)
     ratio = retime.summary("all").vs_baseline
     if ratio is None or ratio <= 1.0 + settings.retime_min_gain:
         shown = "unmeasured" if ratio is None else f"{ratio:.3f}x"
