@@ -211,6 +211,13 @@ def test_configuration_is_checked_when_the_session_is_created() -> None:
         agent(focus="everything")
     with pytest.raises(AgentConfigError, match="start"):
         agent(start="stages=9")
+    # A start is a knob spec, never a file of the server's (no oracle for which paths exist),
+    # and one too long for a file name is refused like any other bad spec.
+    knob_file = Path(__file__).resolve().parents[1] / "kernels" / "attention" / "gallery" / "fa2-mma-a.knobs.json"
+    assert knob_file.is_file()
+    for start in (str(knob_file), "/etc/hostname", "x" * 300):
+        with pytest.raises(AgentConfigError, match=r"start: .* is not key=value"):
+            agent(start=start)
     with pytest.raises(AgentConfigError, match="cuda"):
         OfflineAgent(Task("attention-forward", "python-cpu", "", "", []), {})
     assert knobs_from_mapping(agent(start="default").best) == default_knobs()

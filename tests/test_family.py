@@ -90,6 +90,8 @@ def test_a_spec_longer_than_a_file_name_parses_and_the_last_value_wins() -> None
     spec += ",tile_d128=64x128x4"
     assert len(spec) > 255
     assert parse_knobs(spec).tile_d128 == "64x128x4"
+    with pytest.raises(KnobError, match="not key=value"):  # too long to be a path, and no "="
+        parse_knobs("x" * 300)
 
 
 def test_neighbours_stay_in_their_layer_and_are_valid() -> None:

@@ -178,7 +178,7 @@ class OfflineConfig:
 
 def start_knobs(start: str) -> Knobs:
     try:
-        return parse_knobs(STARTS.get(start, start)) if start != "default" else default_knobs()
+        return parse_knobs(STARTS.get(start, start), files=False) if start != "default" else default_knobs()
     except KnobError as exc:
         raise AgentConfigError(f"start: {exc}") from exc
 

@@ -318,9 +318,17 @@ def knobs_from_mapping(values: Mapping[str, Any], base: Knobs | None = None) -> 
     return dataclasses.replace(base or Knobs(), **changes).validate()
 
 
-def parse_knobs(spec: str, base: Knobs | None = None) -> Knobs:
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a name too long for a path, say: not a file
+        return False
+
+
+def parse_knobs(spec: str, base: Knobs | None = None, *, files: bool = True) -> Knobs:
     """`key=value,key=value` (unnamed knobs keep their defaults), a JSON object, a path to a
-    JSON file, or empty for the defaults."""
+    JSON file (only with `files`: the CLI's; a spec from a request or an agent's configuration
+    never names a file of the server), or empty for the defaults."""
     text = spec.strip()
     if not text:
         return (base or Knobs()).validate()
@@ -331,7 +339,7 @@ def parse_knobs(spec: str, base: Knobs | None = None) -> Knobs:
             raise KnobError(f"knobs are not valid JSON: {exc}") from exc
         return knobs_from_mapping(data, base)
     path = Path(text)
-    if text.endswith(".json") or ("=" not in text and path.is_file()):  # a long spec is no path
+    if files and (text.endswith(".json") or ("=" not in text and _is_file(path))):
         try:
             data = json.loads(path.read_text())
         except OSError as exc:
