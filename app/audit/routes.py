@@ -153,8 +153,8 @@ async def import_upload(request: Request) -> Response:
         return _import_error(request, "choose a trace file (.jsonl) to import")
     limit = get_ctx(request).settings.trace_max_bytes
     data = await upload.read(limit + 1)
-    try:
-        text = trace_io.trace_text(data, limit)
+    try:  # decompressing a large trace must not hold up the event loop either
+        text = await asyncio.to_thread(trace_io.trace_text, data, limit)
     except trace_io.TraceTooLarge as exc:
         return _import_error(request, str(exc), 413)
     except trace_io.TraceFormatError as exc:

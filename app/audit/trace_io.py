@@ -429,6 +429,9 @@ def trace_text(data: bytes, limit: int) -> str:
         check_size(len(data), limit)
         if not decompressor.eof:
             raise TraceFormatError("the compressed trace is cut short")
+        if decompressor.unused_data:
+            raise TraceFormatError("the compressed trace has bytes after its end (a second stream, or "
+                                   "something appended): compress one trace per file")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

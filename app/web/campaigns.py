@@ -4,6 +4,7 @@ call (app/campaigns/) in a unit of work, wake the member sessions' runners, and 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request, UploadFile, status
@@ -85,7 +86,7 @@ async def import_file(file: UploadFile, ctx: Ctx) -> dict[str, Any]:
     limit = campaign_trace_limit(ctx.settings.trace_max_bytes)
     data = await file.read(limit + 1)
     try:
-        text = trace_text(data, limit)
+        text = await asyncio.to_thread(trace_text, data, limit)  # not on the event loop
     except TraceTooLarge as exc:
         raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, str(exc)) from exc
     except TraceFormatError as exc:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tracemalloc
+import zlib
 from pathlib import Path
 
 import pytest
@@ -196,9 +198,23 @@ def test_a_trace_file_may_be_compressed_and_is_read_within_the_limit(recorded: R
     assert len(packed) < len(text) // 3
     with pytest.raises(TraceTooLarge):  # the decompressed text counts against the limit
         trace_text(packed, limit - 1)
-    bomb = trace_bytes(" " * (64 * 2**20), "bomb.gz")  # 64 MiB of spaces in about 64 KB
-    with pytest.raises(TraceTooLarge):
-        trace_text(bomb, 2**20)
+    # 512 MiB of spaces in about 2 MB, under an 8 MiB limit: refused after decompressing one
+    # byte past the limit, never the whole of it.
+    squeeze = zlib.compressobj(1, wbits=zlib.MAX_WBITS | 16)
+    bomb = b"".join(squeeze.compress(b" " * 2**20) for _ in range(512)) + squeeze.flush()
+    assert len(bomb) < 8 * 2**20
+    tracemalloc.start()
+    try:
+        with pytest.raises(TraceTooLarge):
+            trace_text(bomb, 8 * 2**20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40 * 2**20
+    with pytest.raises(TraceFormatError, match="after its end"):  # two streams, or bytes appended
+        trace_text(trace_bytes(text, "a.gz") + trace_bytes(text, "b.gz"), 2 * limit)
+    with pytest.raises(TraceFormatError, match="after its end"):
+        trace_text(packed + b"GARBAGE", limit)
     with pytest.raises(TraceFormatError, match="cut short"):
         trace_text(packed[: len(packed) // 2], limit)
     with pytest.raises(TraceFormatError, match="damaged"):
