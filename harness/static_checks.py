@@ -56,6 +56,28 @@ BANNED_CALLS: tuple[tuple[str, str], ...] = (
     (r"syscall|ptrace|prctl|kill", "makes system calls"),
     (r"cuCtxSetLimit|cuCtxResetPersistingL2Cache",
      "changes device state beyond the call (persisting L2, limits, reset)"),
+    # Two kernels share one worker in a re-time: with the loader's list of libraries or the
+    # right to change page protections, one could find and rewrite the other's code or data.
+    (r"mprotect|pkey_\w+|madvise|mremap|munmap|process_vm_\w+|_r_debug|r_debug|link_map|getauxval"
+     r"|_DYNAMIC|_GLOBAL_OFFSET_TABLE_|__ehdr_start|__executable_start",
+     "reaches into the process's memory map or the loader's list of libraries"),
+)
+# Code that runs when the library is loaded, outside any timed call, and attributes or pragmas
+# that bind a declaration to another symbol by a name written in a string (weakref("dlsym"))
+# or a pragma (redefine_extname), which the name rules cannot read. `[[gnu::constructor]]`
+# too, hence no `:` in the look-behind.
+_LOAD_TIME_RE = re.compile(
+    r"(?<![\w$])(constructor|destructor|ifunc|init_priority|weakref|alias|section|symver"
+    r"|redefine_extname)(?![\w$])|#\s*pragma\s+(weak)(?![\w$])"
+)
+_LOAD_TIME_WHY = ("runs code when the library loads or binds a name to another symbol (attributes "
+                  "constructor, destructor, ifunc, init_priority, weakref, alias, section, symver; "
+                  "#pragma weak, redefine_extname)")
+# The same in an asm statement: sections run at load, and symbol types the loader treats
+# specially (process-wide unique objects, resolvers).
+_ASM_LOAD_TIME_RE = re.compile(
+    r"\.(init_array|fini_array|preinit_array|ctors|dtors)(?![\w$])|\.section\s+\.(init|fini)(?![\w$.])"
+    r"|(gnu_unique_object|gnu_indirect_function)|\.(symver|weakref)(?![\w$])"
 )
 
 # The one driver function a kernel may name: it builds a tensor map on the host (no device
@@ -201,6 +223,8 @@ def check_source(text: str) -> list[Finding]:
                 verb = "calls" if m.group(2) else "names"
                 findings.append(Finding(no, "banned-call", f"{verb} {m.group(1)}: {why}"))
         findings.extend(_name_findings(no, line, seen))
+        for m in _LOAD_TIME_RE.finditer(line):
+            findings.append(Finding(no, "banned-call", f"uses {m.group(1) or m.group(2)}: {_LOAD_TIME_WHY}"))
         for m in _PASTE_RE.finditer(line):
             findings.append(Finding(
                 no, "banned-call",
@@ -267,6 +291,9 @@ def _asm_findings(code: str, with_strings: str) -> list[Finding]:
         # decoded ("\x63uLaunchKernel"), so an asm label cannot spell a refused name in pieces.
         for joined in _joined_literals(body):
             found.extend(_name_findings(no, joined))
+            for c in _ASM_LOAD_TIME_RE.finditer(joined):
+                found.append(Finding(no, "banned-call", f"names {c.group(0)} in asm: code or symbols the "
+                                                        "loader runs or shares at load time"))
             for regex, why in _CALL_RES:
                 for c in regex.finditer(joined):
                     found.append(Finding(no, "banned-call", f"names {c.group(1)} in asm: {why}"))

@@ -154,3 +154,25 @@ def test_a_header_is_read_as_the_preprocessor_reads_it(text: str) -> None:
 ])
 def test_a_refused_function_is_refused_named_as_well_as_called(text: str, name: str) -> None:
     assert any(f"names {name}" in f.message for f in check_source(text))
+
+
+# In a re-time the contender and the leader share one process. Each of these would let a kernel
+# run code at load, bind a name the checks cannot read, or find and rewrite the other library.
+@pytest.mark.parametrize(("text", "what"), [
+    ("__attribute__((constructor)) static void f() {}\n", "uses constructor"),
+    ("[[gnu::destructor]] static void f() {}\n", "uses destructor"),
+    ('extern "C" int f() __attribute__((ifunc("pick")));\n', "uses ifunc"),
+    ('static void* g(void*, const char*) __attribute__((weakref("dl" "sym")));\n', "uses weakref"),
+    ('static void (*p)() __attribute__((section(".init_array"))) = 0;\n', "uses section"),
+    ('#pragma redefine_extname mine other\nextern "C" int mine();\n', "uses redefine_extname"),
+    ("#pragma weak helper\n", "uses weak"),
+    ('struct r_debug; extern "C" struct r_debug _r_debug;\n', "names _r_debug"),
+    ("struct link_map* first;\n", "names link_map"),
+    ("extern \"C\" int mprotect(void*, unsigned long, int);\n", "calls mprotect"),
+    ('__asm__(".section .init_array,\\"aw\\"\\n.quad f\\n.text");\n', "names .init_array in asm"),
+    ('__asm__(".section .in" "it,\\"ax\\"\\ncall f\\n.text");\n', "names .section .init in asm"),
+    ('__asm__(".type x, @gnu_unique_" "object");\n', "names gnu_unique_object in asm"),
+])
+def test_code_at_load_time_and_the_loader_s_state_are_refused(text: str, what: str) -> None:
+    found = [f.message for f in check_source(text) if f.blocking]
+    assert any(what in m for m in found), found
