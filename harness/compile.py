@@ -192,10 +192,16 @@ def _unique_names(data: bytes) -> list[str]:
     shoff, = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
     sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    if not any(section[1] == SHT_DYNSYM for section in sections):
+        # A shared library exports the ABI, so it has one; none found (or a section count kept
+        # elsewhere, e_shnum 0) means this reader does not see what the loader will.
+        raise ValueError("no dynamic symbol table in the section headers")
     names: list[str] = []
     for _name, kind, _flags, _addr, offset, size, link, _info, _align, entsize in sections:
-        if kind != SHT_DYNSYM or not entsize:
+        if kind != SHT_DYNSYM:
             continue
+        if entsize < 24:
+            raise ValueError(f"a dynamic symbol entry of {entsize} bytes")
         strtab_offset = sections[link][4]
         for at in range(offset, offset + size, entsize):
             st_name, st_info = struct.unpack_from("<IB", data, at)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import struct
 from pathlib import Path
 
 import pytest
@@ -113,7 +114,10 @@ def test_a_library_with_a_process_wide_symbol_is_refused(tmp_path: Path) -> None
 
 
 def test_a_library_whose_symbols_cannot_be_read_is_a_compile_error(tmp_path: Path) -> None:
-    for name, data in (("text.so", b"not a library"), ("cut.so", b"\x7fELF\x02\x01\x01" + b"\0" * 40)):
+    # e_shnum 0: the section count kept elsewhere, so no dynamic symbol table this reader sees.
+    no_sections = b"\x7fELF\x02\x01\x01" + bytes(0x3A - 7) + struct.pack("<HHH", 64, 0, 0) + bytes(4)
+    for name, data in (("text.so", b"not a library"), ("cut.so", b"\x7fELF\x02\x01\x01" + b"\0" * 40),
+                       ("no-sections.so", no_sections)):
         path = tmp_path / name
         path.write_bytes(data)
         with pytest.raises(CompileError):
