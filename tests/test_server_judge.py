@@ -87,3 +87,30 @@ def test_a_first_verdict_on_a_partial_speedup_crowns_nothing() -> None:
         assert j.verdict == BACKUP and "incomplete" in j.reason and "first b: baseline not timed" in j.reason
     assert judge(report(("a", False, PASS, None), ("b", False, PASS, None)), None, False).reason == \
         "correct, but no speedup could be measured"
+
+
+def timed(gpu: str, device: str, rows: dict[str, tuple[float | None, float | None]]) -> EvaluationReport:
+    """A report whose scenarios have (kernel time, baseline time) in ms."""
+    scenarios = [ScenarioResult(name, "x", False, PASS, time_ms=t, baseline_ms=b,
+                                speedup_vs_baseline=(b / t if t and b else None))
+                 for name, (t, b) in rows.items()]
+    return EvaluationReport("k", "b", gpu, "all", scenarios, CompileInfo(ok=True), settings={"device": device})
+
+
+def test_a_leader_that_ran_slower_beside_the_contender_than_alone_stays() -> None:
+    """The two kernels of a re-time share a process: a contender that slows the leader there
+    (it shares the address space) would win by it. The leader's own evaluation on the same GPU
+    says how fast it runs; 10% slower in geomean (run to run it moves well under 1%) is too much."""
+    first = judge(report(("a", False, PASS, 3.0)), 2.0, True)
+    own = timed("NVIDIA H200", "cuda", {"a": (1.0, 9.0), "b": (2.0, 18.0)})
+    slowed = timed("NVIDIA H200", "cuda", {"a": (0.9, 1.3), "b": (1.8, 2.5)})  # the leader 1.3x / 1.25x slower
+    kept = confirm(slowed, first, leader_own=own)
+    assert kept.verdict == BACKUP and "1.27x slower in the re-time" in kept.reason
+    fair = timed("NVIDIA H200", "cuda", {"a": (0.9, 1.02), "b": (1.8, 2.04)})  # 2% slower: noise
+    assert confirm(fair, first, leader_own=own).verdict == LEADER
+    # Another GPU, or the CPU backend (a stand-in's time is its sleep plus the machine's load):
+    # no comparison.
+    assert confirm(slowed, first, leader_own=timed("NVIDIA H100", "cuda", {"a": (1.0, 9.0)})).verdict == LEADER
+    cpu_own = timed("cpu", "cpu", {"a": (1.0, 9.0), "b": (2.0, 18.0)})
+    assert confirm(timed("cpu", "cpu", {"a": (0.9, 1.3), "b": (1.8, 2.5)}), first, leader_own=cpu_own).verdict \
+        == LEADER

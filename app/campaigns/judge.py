@@ -98,9 +98,12 @@ def still_leads(campaign: Campaign, cand: Candidate, judgement: CampaignJudgemen
                                      f"the campaign lead at {campaign.leader_speedup:.3f}x (needs > {target:.3f}x)")
 
 
-def after_retime(first: CampaignJudgement, cand: Candidate, retime: EvaluationReport) -> CampaignJudgement:
-    """The final verdict of a contender from its interleaved re-time against the campaign leader."""
-    final = confirm(retime, Judgement(CONTENDER, first.reason, cand.speedup, needs_retime=True))
+def after_retime(first: CampaignJudgement, cand: Candidate, retime: EvaluationReport,
+                 leader_own: EvaluationReport | None = None) -> CampaignJudgement:
+    """The final verdict of a contender from its interleaved re-time against the campaign leader
+    (`leader_own`: the campaign leader's own suite evaluation, as for the session's judge)."""
+    final = confirm(retime, Judgement(CONTENDER, first.reason, cand.speedup, needs_retime=True),
+                    leader_own=leader_own)
     verdict = {LEADER: LEADER, REJECTED: DISCARDED}.get(final.verdict, BACKUP)
     return CampaignJudgement(verdict, final.reason.replace("previous leader", "campaign leader")
                              .replace("the leader", "the campaign leader"))

@@ -122,7 +122,7 @@ class CandidatePipeline:
         if first.verdict == CONTENDER:
             previous = self.leader_implementation()
             retime = await self.evaluate(candidate, previous, purpose="retime")
-            final = confirm(retime, first)
+            final = confirm(retime, first, leader_own=self.suite_report(leader_id_before))
             self.store_evaluation(candidate, retime, "retime", f"leader {previous.label}", final)
         judged = self.record_verdict(candidate, report, final, leader_before)
         await self.campaign_verdict(judged, report, leader_id_before if first.verdict == CONTENDER else None)
@@ -146,14 +146,18 @@ class CandidatePipeline:
                 look = campaign_judge.CampaignJudgement(BACKUP, "not re-timed against the campaign leader: "
                                                                 "the session ended first")
             else:
-                look = campaign_judge.after_retime(look, c, retime)
+                look = campaign_judge.after_retime(look, c, retime, self.suite_report(leader.id))
                 self.store_evaluation(c, retime, "retime", label, Judgement(look.verdict, look.reason, c.speedup))
         with self.services.unit() as u:
             campaign_hooks.record(u, self.session_id, c.id or 0, report, look)
 
     def stored_report(self, c: Candidate) -> EvaluationReport | None:
+        return self.suite_report(c.id)
+
+    def suite_report(self, candidate_id: int | None) -> EvaluationReport | None:
+        """A candidate's own suite evaluation (None: not stored, as for an imported leader)."""
         with self.services.database.session() as db:
-            stored = latest_evaluation(db, c.id or 0, "suite")
+            stored = latest_evaluation(db, candidate_id or 0, "suite")
         return EvaluationReport.from_dict(stored.report) if stored is not None else None
 
     # -- store ---------------------------------------------------------------------------

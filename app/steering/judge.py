@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from app.models import BACKUP, LEADER, REJECTED
 from harness.report import EvaluationReport
+from harness.stats import geomean
 
 IMPOSSIBLE = "impossible:"
 
@@ -18,6 +19,9 @@ IMPOSSIBLE = "impossible:"
 class JudgeSettings:
     min_gain: float = 0.01  # a new leader must beat the old one by this fraction
     retime_min_gain: float = 0.0  # and still beat it, timed interleaved, by this fraction
+    # In a re-time the previous leader may run at most this much slower (geomean) than in its
+    # own evaluation on the same GPU: run to run the geomean moves by well under 1%.
+    leader_slowdown: float = 0.10
 
 
 @dataclass(frozen=True)
@@ -103,9 +107,25 @@ def judge(report: EvaluationReport, leader_speedup: float | None, has_leader_can
                      speedup, needs_retime=True)
 
 
-def confirm(retime: EvaluationReport, first: Judgement, settings: JudgeSettings = JudgeSettings()) -> Judgement:
+def leader_slowdown(retime: EvaluationReport, leader_own: EvaluationReport) -> float | None:
+    """How much slower the previous leader ran in the contender's process than in its own
+    evaluation: the geomean over their common scenarios of its re-time time over its own time.
+    None when they did not both run on one kind of GPU (on the CPU backend a stand-in's time
+    is its sleep plus the machine's load) or share no timed scenario."""
+    if retime.gpu != leader_own.gpu or {retime.settings.get("device"), leader_own.settings.get("device")} != {"cuda"}:
+        return None
+    own = {r.scenario: r.time_ms for r in leader_own.scenarios if r.time_ms}
+    return geomean(r.baseline_ms / own[r.scenario] for r in retime.scenarios
+                   if r.baseline_ms and own.get(r.scenario))
+
+
+def confirm(retime: EvaluationReport, first: Judgement, settings: JudgeSettings = JudgeSettings(),
+            leader_own: EvaluationReport | None = None) -> Judgement:
     """Final verdict on a contender from its re-time, where the previous leader was the
-    baseline timed interleaved with it (speedup_vs_baseline = candidate over old leader)."""
+    baseline timed interleaved with it (speedup_vs_baseline = candidate over old leader).
+    `leader_own`, the previous leader's own suite evaluation, shows whether the leader ran as
+    fast beside the contender as it did alone: a kernel that slows the other library in its
+    process (it shares the address space) must not win by it."""
     if not retime.all_passed:
         failed = sorted((r for r in retime.scenarios if not r.passed), key=lambda r: r.hidden)[0]
         where = "a hidden scenario" if failed.hidden else failed.scenario
@@ -117,6 +137,11 @@ def confirm(retime: EvaluationReport, first: Judgement, settings: JudgeSettings 
     partial = _untimed(retime, "the previous leader")
     if partial:  # whatever stopped the leader in the contender's process must not choose the shapes
         return Judgement(BACKUP, f"the re-time is incomplete: {partial}; the leader stays", first.speedup)
+    slow = leader_slowdown(retime, leader_own) if leader_own is not None else None
+    if slow is not None and slow > 1.0 + settings.leader_slowdown:
+        return Judgement(BACKUP, f"the previous leader ran {slow:.2f}x slower in the re-time than in its own "
+                                 f"evaluation (at most {1.0 + settings.leader_slowdown:.2f}x): the re-time does "
+                                 "not compare it as it runs; the leader stays", first.speedup)
     ratio = retime.summary("all").vs_baseline
     if ratio is None or ratio <= 1.0 + settings.retime_min_gain:
         shown = "unmeasured" if ratio is None else f"{ratio:.3f}x"
