@@ -311,3 +311,103 @@ def test_tma_gallery_report_was_measured_on_the_strict_build_of_the_gallery_file
     assert report["compile"]["source_sha256"] == hashlib.sha256(strict.encode()).hexdigest()
     assert report["verdict"]["status"] == "accepted"
     assert report["geomean"]["all"]["passed"] == report["geomean"]["all"]["scenarios"] == 182
+
+
+# -- wg_q_stages and wg_wide_d64: the Q ring and three consumer warpgroups at d64 ---------------
+
+
+def test_q_ring_and_wide_d64_are_hopper_knobs_that_need_tensor_maps() -> None:
+    assert KNOB_LAYER["wg_q_stages"] == "memory" and KNOB_SPACE["memory"]["wg_q_stages"] == (1, 2)
+    assert KNOB_LAYER["wg_wide_d64"] == "tiling" and KNOB_SPACE["tiling"]["wg_wide_d64"] == (False, True)
+    with pytest.raises(KnobError, match="wg_q_stages=2 belongs to the Hopper layer"):
+        parse_knobs("wg_q_stages=2")
+    with pytest.raises(KnobError, match="wg_q_stages=2 double-buffers Q for the copy-engine producer"):
+        parse_knobs("mma=wgmma,wg_q_stages=2")
+    with pytest.raises(KnobError, match="wg_wide_d64=True gives head_dim 64 a third consumer"):
+        parse_knobs("mma=wgmma,wg_wide_d64=true")
+    with pytest.raises(KnobError, match="wg_wide_d64=True gives head_dim 64 a third consumer"):
+        parse_knobs("mma=wgmma,wg_load=tma,wg_wide_d64=true,wg_consumers=1,wg_pingpong=false")
+    # Three consumers leave 160 registers: a 192-key d64 block (96 + 32 + 48 fragments) is refused.
+    with pytest.raises(KnobError, match=r"wg_block_n_d64=192: S, O and P need 176 registers .* over the 128"):
+        parse_knobs("mma=wgmma,wg_load=tma,wg_wide_d64=true,wg_block_n_d64=192")
+    tma = parse_knobs("mma=wgmma,wg_load=tma")
+    assert {n.wg_q_stages for n in neighbours(tma, "memory")} >= {2}
+    assert any(n.wg_wide_d64 for n in neighbours(tma, "tiling"))
+    k = parse_knobs("mma=wgmma,wg_load=tma,wg_q_stages=2,wg_wide_d64=true")
+    assert k.slug().endswith("-pingpong-tma-q2-wide64")
+    # A second Q tile fits beside the K/V ring at d64 and d128, not at d256 with 64-key blocks
+    # (2 * 64 KB of Q + 128 KB of K/V is over 227 KB); with 32-key blocks it does.
+    assert [k.wg_q_buffers(d) for d in (64, 128, 256)] == [2, 2, 1]
+    assert k.replace(wg_block_n_d256=32).wg_q_buffers(256) == 2
+    assert [k.wg_consumers_at(d) for d in (64, 128, 256)] == [3, 2, 2]
+    # d64: two 192-row Q tiles, two stages of 128-key K and V, 2 * 2 + 4 * 2 mbarriers, slack.
+    assert k.wg_smem_bytes(64) == (2 * 192 + 2 * 2 * 128) * 64 * 2 + 8 * (2 * 2 + 4 * 2) + 1024
+    assert k.wg_smem_bytes(256) == (128 + 2 * 2 * 64) * 256 * 2 + 8 * (2 + 4 * 2) + 1024
+
+
+def test_q_ring_and_wide_d64_render_into_the_kernel_and_round_trip() -> None:
+    from kernels.attention.family.render import REGS_WIDE_CONSUMER, REGS_WIDE_PRODUCER
+
+    k = parse_knobs("mma=wgmma,persistent=true,wg_load=tma,wg_q_stages=2,wg_wide_d64=true")
+    src = render(k)
+    assert not [str(f) for f in check_source(src) if f.blocking]
+    for d, qs in ((64, 2), (128, 2), (256, 1)):
+        assert f"struct WgQRing<{d}> {{\n  static constexpr int QS = {qs};\n}};" in src
+    for needle in (
+        # the consumers read this tile's buffer, wait and release its own barriers
+        "desc_kmajor<BM>(q_cur, c * 64, kk)", "mbar_wait(q_full_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS) & 1u);",
+        "release(q_empty_bar(bars, tc, C::QS, S))",
+        # both producers wait for the buffer of the tile before last, and fill this tile's buffer
+        "if (tc >= C::QS) mbar_wait(q_empty_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS - 1) & 1u);",
+        "tma_load_5d(q_cur + p * BM * 128, &maps.q, q_full,",
+        "cp_async16(q_s + uint32_t(tc % C::QS) * C::kQBytes + 2 * sw_off<BM>(row, qc), src, ok);",
+        "kBarOff = QS * kQBytes + 2 * kWgStages * kKVBytes;", "kBars = 2 * QS + 4 * kWgStages;",
+        # three consumers at d64: round-robin turns, registers, no cp.async instantiation there
+        "static constexpr int BM = 64 * WgC<D>::HC;", "::\"r\"(1 + (c + 1) % WgC<D>::HC)",
+        "if (c == WgC<D>::HC - 1) asm volatile(\"bar.arrive 1, 256;\\n\"",
+        "if (!tma) return launch<D>(a, stream);", "} else if constexpr (!WgC<D>::kMapsOnly) {",
+        "if (!sm90_maps<D>(a, gp, &maps)) return workspace<D>(a);",
+    ):
+        assert needle in src, needle
+    assert src.count("4 * WgC<D>::HC)") == 4 and "kWgConsumers)" not in src.split("struct WgC<64>")[1]
+    # 512 threads launch with 128 registers each: setmaxnreg may hand out no more than that.
+    assert 128 * (REGS_WIDE_PRODUCER + 3 * REGS_WIDE_CONSUMER) <= 512 * 128
+    assert f"HC = 3, RP = {REGS_WIDE_PRODUCER}, RC = {REGS_WIDE_CONSUMER};" in src
+    header = src.split("Knob setting:", 1)[1].split("#include", 1)[0]
+    record = json.loads("\n".join(line[5:] for line in header.splitlines() if line.startswith("//   ")))
+    assert record["wg_q_stages"] == 2 and record["wg_wide_d64"] is True and parse_knobs(json.dumps(record)) == k
+    # Either knob alone renders only its own part; at their defaults neither is recorded.
+    q_only = render(k.replace(wg_wide_d64=False))
+    assert "WgQRing<64>" in q_only and "WgC<" not in q_only
+    wide_only = render(k.replace(wg_q_stages=1))
+    assert "WgC<64>" in wide_only and "WgQRing" not in wide_only and "q_cur" not in wide_only
+    plain = render(k.replace(wg_q_stages=1, wg_wide_d64=False))
+    assert "wg_q_stages" not in plain and "wg_wide_d64" not in plain
+
+
+@needs_nvcc
+def test_q_ring_and_wide_d64_compile_without_spills(tmp_path: Path) -> None:
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    built = compile_kernel(gallery / "wgmma-tma-b.cu", arch="sm_90a")
+    assert built.info.ok, built.info.log[-2000:]
+    log = built.info.log
+    blocks = log.split("Compiling entry function '")[1:]
+    sm90 = {b.split("'", 1)[0] for b in blocks if b.startswith("_ZN3fam13attn_fwd_sm90")}
+    # d128 and d256 with tensor maps and with cp.async; d64 (three consumers) with maps only.
+    assert len(sm90) == 5 and not any(n.startswith("_ZN3fam13attn_fwd_sm90ILi64ELb0E") for n in sm90), sm90
+    for b in blocks:
+        if b.startswith("_ZN3fam13attn_fwd_sm90"):
+            assert " 0 bytes spill stores, 0 bytes spill loads" in b, b[:600]
+    assert "C7510" not in log and "C7508" not in log
+
+
+def test_tma_b_gallery_report_was_measured_on_the_strict_build_of_the_gallery_file() -> None:
+    import hashlib
+
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    report = json.loads((gallery / "wgmma-tma-b.json").read_text())
+    strict = "#define SOCRATIC_SM90_TMA_STRICT 1\n" + (gallery / "wgmma-tma-b.cu").read_text()
+    assert report["compile"]["source_sha256"] == hashlib.sha256(strict.encode()).hexdigest()
+    assert report["verdict"]["status"] == "accepted"
+    assert report["geomean"]["all"]["passed"] == report["geomean"]["all"]["scenarios"] == 182
+    assert set(report["settings"]["peers"]) == {"cudnn", "flash", "fa3"}

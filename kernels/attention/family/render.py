@@ -168,15 +168,171 @@ def _with_tma(text: str) -> str:
     return text
 
 
+def q_ring_constants(k: Knobs) -> str:
+    """wg_q_stages=2 (wg_load=tma): the Q buffers (QS) per head_dim; the second Q buffer's
+    full/empty mbarriers follow the K/V ring's."""
+    lines = [
+        f"// wg_q_stages={k.wg_q_stages}: Q buffers per head_dim (two where shared memory holds them)",
+        "template <int D>",
+        "struct WgQRing;",
+    ]
+    for d in HEAD_DIMS:
+        lines.append(
+            f"template <>\nstruct WgQRing<{d}> {{\n  static constexpr int QS = {k.wg_q_buffers(d)};\n}};"
+        )
+    lines += [
+        "// The mbarriers of tile t's Q buffer: buffer 0 keeps q_full/q_empty, buffer 1 sits after the ring's.",
+        "__device__ __forceinline__ uint32_t q_full_bar(uint32_t bars, int t, int qs, int stages) {",
+        "  return (qs == 2 && (t & 1)) ? bars + 8 * (2 + 4 * stages) : bars;",
+        "}",
+        "__device__ __forceinline__ uint32_t q_empty_bar(uint32_t bars, int t, int qs, int stages) {",
+        "  return (qs == 2 && (t & 1)) ? bars + 8 * (3 + 4 * stages) : bars + 8;",
+        "}",
+    ]
+    return "\n".join(lines)
+
+
+# wg_q_stages=2: tile t's Q in buffer t % QS, so the producer loads the next tile's Q as soon as
+# the tile before last has released its buffer. Applied after _with_tma.
+_Q_CONSUMER_EDITS = (
+    ("  static constexpr int kKVBytes = BN * D * 2;\n",
+     "  static constexpr int kKVBytes = BN * D * 2;\n  static constexpr int QS = WgQRing<D>::QS;  // Q buffers\n"),
+    ("kBarOff = kQBytes + 2 * kWgStages * kKVBytes;", "kBarOff = QS * kQBytes + 2 * kWgStages * kKVBytes;"),
+    ("kBars = 2 + 4 * kWgStages;", "kBars = 2 * QS + 4 * kWgStages;"),
+    ("  const uint32_t k_s = q_s + C::kQBytes;\n", "  const uint32_t k_s = q_s + C::QS * C::kQBytes;\n"),
+    ("    asm volatile(\"fence.mbarrier_init.release.cluster;\\n\" ::: \"memory\");\n",
+     "    if constexpr (C::QS == 2) {\n"
+     "      mbar_init(q_full_bar(bars, 1, 2, S), kTma ? 1 : 128);\n"
+     "      mbar_init(q_empty_bar(bars, 1, 2, S), 4 * kWgConsumers);\n"
+     "    }\n"
+     "    asm volatile(\"fence.mbarrier_init.release.cluster;\\n\" ::: \"memory\");\n"),
+    ("  // The Q buffer is free once this tile's last S = Q K^T has completed.\n"
+     "  auto release_q = [&]() { release(q_empty); };\n", ""),
+    ("    mbar_wait(q_full, uint32_t(tc) & 1u);\n",
+     "    const uint32_t q_cur = q_s + uint32_t(tc % C::QS) * C::kQBytes;  // this tile's Q buffer\n"
+     "    // The Q buffer is free once this tile's last S = Q K^T has completed.\n"
+     "    auto release_q = [&]() { release(q_empty_bar(bars, tc, C::QS, S)); };\n"
+     "    mbar_wait(q_full_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS) & 1u);\n"),
+    ("desc_kmajor<BM>(q_s, c * 64, kk)", "desc_kmajor<BM>(q_cur, c * 64, kk)"),
+)
+# The cp.async producer (the fallback instantiation of a tma file, for layouts a tensor map
+# cannot describe) fills the same Q ring.
+_Q_CP_ASYNC_EDITS = (
+    ("      if (tc > 0) mbar_wait(q_empty, uint32_t(tc - 1) & 1u);\n",
+     "      if (tc >= C::QS) mbar_wait(q_empty_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS - 1) & 1u);\n"),
+    ("        cp_async16(q_s + 2 * sw_off<BM>(row, qc), src, ok);\n      }\n      cp_async_arrive(q_full);\n",
+     "        cp_async16(q_s + uint32_t(tc % C::QS) * C::kQBytes + 2 * sw_off<BM>(row, qc), src, ok);\n      }\n"
+     "      cp_async_arrive(q_full_bar(bars, tc, C::QS, S));\n"),
+)
+_Q_TMA_EDITS = (
+    ("  const uint32_t q_full = bars, q_empty = bars + 8;\n  asm volatile(\"prefetch.tensormap",
+     "  asm volatile(\"prefetch.tensormap"),
+    ("    if (tc > 0) mbar_wait(q_empty, uint32_t(tc - 1) & 1u);\n"
+     "    mbar_expect_tx(q_full, C::kQBytes);\n"
+     "#pragma unroll\n"
+     "    for (int p = 0; p < P; ++p)\n"
+     "      tma_load_5d(q_s + p * BM * 128, &maps.q, q_full, p * 64, 0, x.m0 / sc.gp, x.id.head, x.id.batch);\n",
+     "    if (tc >= C::QS) mbar_wait(q_empty_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS - 1) & 1u);\n"
+     "    const uint32_t q_full = q_full_bar(bars, tc, C::QS, S);\n"
+     "    const uint32_t q_cur = q_s + uint32_t(tc % C::QS) * C::kQBytes;  // this tile's Q buffer\n"
+     "    mbar_expect_tx(q_full, C::kQBytes);\n"
+     "#pragma unroll\n"
+     "    for (int p = 0; p < P; ++p)\n"
+     "      tma_load_5d(q_cur + p * BM * 128, &maps.q, q_full, p * 64, 0, x.m0 / sc.gp, x.id.head, x.id.batch);\n"),
+)
+
+
+def _with_q_ring(text: str, k: Knobs) -> str:
+    text = _swap(text, "//@@SM90_WGMMA@@", q_ring_constants(k) + "\n//@@SM90_WGMMA@@")
+    for old, new in _Q_CONSUMER_EDITS:
+        text = _swap(text, old, new)
+    for old, new in _Q_CP_ASYNC_EDITS + _Q_TMA_EDITS:
+        text = _swap(text, old, new)
+    return text
+
+
+# wg_wide_d64 (wg_load=tma): head_dim 64 runs three consumer warpgroups (192 query rows per CTA,
+# 512 threads, 128 registers each at launch); setmaxnreg then gives the one-thread copy-engine
+# producer REGS_WIDE_PRODUCER and the consumers REGS_WIDE_CONSUMER (128 * (24 + 3 * 160) = 64512
+# of the 65536). The cp.async producer warpgroup would need 40 (and the consumers spill at the
+# 152 left), so at d64 a call no tensor map describes runs the mma.sync kernel instead.
+REGS_WIDE_PRODUCER = 24
+REGS_WIDE_CONSUMER = 160
+
+
+def wide_constants() -> str:
+    return "\n".join([
+        "// wg_wide_d64: consumer warpgroups (HC), setmaxnreg targets (RP, RC), and whether the head_dim",
+        "// runs with tensor maps only (no cp.async instantiation: the mma.sync kernel takes the rest).",
+        "template <int D>",
+        "struct WgC {",
+        "  static constexpr int HC = kWgConsumers, RP = kRegsProducer, RC = kRegsConsumer;",
+        "  static constexpr bool kMapsOnly = false;",
+        "};",
+        "template <>",
+        "struct WgC<64> {",
+        f"  static constexpr int HC = 3, RP = {REGS_WIDE_PRODUCER}, RC = {REGS_WIDE_CONSUMER};",
+        "  static constexpr bool kMapsOnly = true;",
+        "};",
+    ])
+
+
+_WIDE_EDITS = (
+    ("  static constexpr int BM = 64 * kWgConsumers;", "  static constexpr int BM = 64 * WgC<D>::HC;", 1),
+    ("  static constexpr int kThreads = 128 * (kWgConsumers + 1);",
+     "  static constexpr int kThreads = 128 * (WgC<D>::HC + 1);", 1),
+    ("4 * kWgConsumers)", "4 * WgC<D>::HC)", None),
+    # setmaxnreg, in the producer and the consumers
+    ("if constexpr (kWgConsumers > 1) asm volatile(", "if constexpr (WgC<D>::HC > 1) asm volatile(", 2),
+    ("::\"n\"(kRegsProducer));", "::\"n\"(WgC<D>::RP));", 1),
+    ("::\"n\"(kRegsConsumer));", "::\"n\"(WgC<D>::RC));", 1),
+    ("#endif\n  const int err = tma ? prepare_sm90<D, true>() : prepare_sm90<D, false>();\n",
+     "#endif\n"
+     "  if constexpr (WgC<D>::kMapsOnly) {\n"
+     "    if (!tma) return launch<D>(a, stream);  // no cp.async instantiation at this head_dim\n"
+     "  }\n"
+     "  int err = cudaSuccess;\n"
+     "  if constexpr (WgC<D>::kMapsOnly) {\n"
+     "    err = prepare_sm90<D, true>();\n"
+     "  } else {\n"
+     "    err = tma ? prepare_sm90<D, true>() : prepare_sm90<D, false>();\n"
+     "  }\n", 1),
+    ("  } else {\n    attn_fwd_sm90<D, false><<<",
+     "  } else if constexpr (!WgC<D>::kMapsOnly) {\n    attn_fwd_sm90<D, false><<<", 1),
+    ("  if (!use_sm90<D>(a, gp)) return workspace<D>(a);\n  return workspace_for<D>(plan_sm90<D>(a, gp), a);\n",
+     "  if (!use_sm90<D>(a, gp)) return workspace<D>(a);\n"
+     "  if constexpr (WgC<D>::kMapsOnly) {\n"
+     "    Sm90Maps maps{};\n"
+     "    if (!sm90_maps<D>(a, gp, &maps)) return workspace<D>(a);  // launch_any runs mma.sync then\n"
+     "  }\n"
+     "  return workspace_for<D>(plan_sm90<D>(a, gp), a);\n", 1),
+    # Ping-pong round robin over HC consumers: c waits on barrier 1 + c, passes to the next one.
+    ("::\"r\"(2 - c) : \"memory\");", "::\"r\"(1 + (c + 1) % WgC<D>::HC) : \"memory\");", 1),
+    ("    if (c == 1) asm volatile(\"bar.arrive 1, 256;\\n\" ::: \"memory\");  // consumer 0 goes first",
+     "    if (c == WgC<D>::HC - 1) asm volatile(\"bar.arrive 1, 256;\\n\" ::: \"memory\");  // consumer 0 goes first",
+     1),
+)
+
+
+def _with_wide_d64(text: str) -> str:
+    text = _swap(text, "//@@SM90_WGMMA@@", wide_constants() + "\n//@@SM90_WGMMA@@")
+    for old, new, count in _WIDE_EDITS:
+        text = _swap(text, old, new, text.count(old) if count is None else count)
+    return text
+
+
 def sm90_section(k: Knobs) -> str:
     text = TEMPLATE_SM90.read_text()
     ss = {k.wg_block_n(d) for d in HEAD_DIMS}
     rs = set(HEAD_DIMS)
-    text = (
-        text.replace("//@@SM90_CONSTANTS@@", sm90_constants(k))
-        .replace("//@@SM90_WGMMA@@", wgmma_wrappers(ss, rs))
-    )
-    return _with_tma(text) if k.wg_load == "tma" else text
+    text = text.replace("//@@SM90_CONSTANTS@@", sm90_constants(k))
+    if k.wg_load == "tma":
+        text = _with_tma(text)
+    if k.wg_q_stages != 1:
+        text = _with_q_ring(text, k)
+    if k.wg_wide_d64:
+        text = _with_wide_d64(text)
+    return text.replace("//@@SM90_WGMMA@@", wgmma_wrappers(ss, rs))
 
 
 def render(knobs: Knobs) -> str:

@@ -24,6 +24,9 @@ MAX_FRAGMENT_REGS = 208
 # and P (block_n / 4 packed bf16) across a key block, out of the 232 registers setmaxnreg gives
 # it; the rest is addresses, masks and softmax state.
 WG_MAX_FRAGMENT_REGS = 180
+# Three consumer warpgroups (wg_wide_d64) get 160 registers each; at d64 block_n 128 (128 of
+# fragments) builds without spills, so that is the cap.
+WG_WIDE_MAX_FRAGMENT_REGS = 128
 
 # Tile shapes "BMxBNxW": query rows, keys per block, warps. Rows per warp must be 16 or 32.
 TILES = ("64x32x4", "64x64x4", "64x128x4", "128x32x4", "128x64x4", "128x128x4",
@@ -58,6 +61,8 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "wg_block_n_d128": (128, 64, 96),
         "wg_block_n_d256": (64, 32),
         "wg_consumers": (2, 1),
+        # mma=wgmma, wg_load=tma: head_dim 64 with three consumer warpgroups (192 query rows)
+        "wg_wide_d64": (False, True),
     },
     "memory": {
         "loader": ("cp_async", "bulk"),          # cp.async 16 B per thread, or the bulk copy engine
@@ -66,6 +71,9 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "wg_stages": (2, 3, 1),                  # mma=wgmma: K/V stages of the producer's ring
         "wg_load": ("cp_async", "tma"),          # mma=wgmma: producer warpgroup's 16 B cp.async, or
                                                  # one thread's tensor-map copies (copy engine)
+        "wg_q_stages": (1, 2),                   # mma=wgmma, wg_load=tma: Q buffers; with 2 the next
+                                                 # tile's Q loads while this tile runs (at the head
+                                                 # dims whose shared memory holds a second Q tile)
     },
     "math": {
         "mma": ("mma_sync", "wgmma"),            # mma.sync everywhere, or the Hopper layer (sm_90a wgmma,
@@ -92,7 +100,7 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
 LAYERS = tuple(KNOB_SPACE)
 # Knobs that only the Hopper layer reads (mma=wgmma).
 HOPPER_KNOBS = ("wg_block_n_d64", "wg_block_n_d128", "wg_block_n_d256", "wg_consumers", "wg_stages",
-                "wg_overlap", "wg_pingpong", "wg_load")
+                "wg_overlap", "wg_pingpong", "wg_load", "wg_q_stages", "wg_wide_d64")
 KNOB_LAYER = {knob: layer for layer, knobs in KNOB_SPACE.items() for knob in knobs}
 
 
@@ -136,6 +144,8 @@ class Knobs:
     wg_overlap: bool = True
     wg_pingpong: bool = True
     wg_load: str = "cp_async"
+    wg_q_stages: int = 1
+    wg_wide_d64: bool = False
 
     # -- views -----------------------------------------------------------------------------
 
@@ -170,18 +180,36 @@ class Knobs:
         if self.mma == "mma_sync":
             for name in ("mma", *HOPPER_KNOBS):
                 d.pop(name)
-        elif self.wg_load == "cp_async":
-            d.pop("wg_load")  # wgmma files rendered before the knob existed keep their bytes too
+        else:
+            # wgmma files rendered before these knobs existed keep their bytes too
+            if self.wg_load == "cp_async":
+                d.pop("wg_load")
+            if self.wg_q_stages == 1:
+                d.pop("wg_q_stages")
+            if not self.wg_wide_d64:
+                d.pop("wg_wide_d64")
         return d
 
     def wg_block_n(self, head_dim: int) -> int:
         return int(getattr(self, f"wg_block_n_d{head_dim}"))
 
-    def wg_smem_bytes(self, head_dim: int) -> int:
-        """Shared memory of the wgmma kernel: Q tile, K and V stages, mbarriers, 1 KB of slack
-        to align the tiles for the 128-byte swizzle."""
-        bm, bn = 64 * self.wg_consumers, self.wg_block_n(head_dim)
-        return (bm + 2 * self.wg_stages * bn) * head_dim * 2 + 8 * (2 + 4 * self.wg_stages) + 1024
+    def wg_smem_bytes(self, head_dim: int, q_stages: int | None = None) -> int:
+        """Shared memory of the wgmma kernel: Q tile(s), K and V stages, mbarriers, 1 KB of
+        slack to align the tiles for the 128-byte swizzle."""
+        qs = self.wg_q_buffers(head_dim) if q_stages is None else q_stages
+        bm, bn = 64 * self.wg_consumers_at(head_dim), self.wg_block_n(head_dim)
+        return (qs * bm + 2 * self.wg_stages * bn) * head_dim * 2 + 8 * (2 * qs + 4 * self.wg_stages) + 1024
+
+    def wg_consumers_at(self, head_dim: int) -> int:
+        """Consumer warpgroups of the wgmma kernel at head_dim (three at d64 with wg_wide_d64)."""
+        return 3 if self.wg_wide_d64 and head_dim == 64 else self.wg_consumers
+
+    def wg_q_buffers(self, head_dim: int) -> int:
+        """Q buffers of the wgmma kernel at head_dim: wg_q_stages where they fit in shared
+        memory beside the K/V stages, else one (d256 at the default 64-key blocks)."""
+        if self.wg_q_stages == 2 and self.wg_smem_bytes(head_dim, 2) <= MAX_SMEM_BYTES:
+            return 2
+        return 1
 
     def wg_fragment_regs(self, head_dim: int) -> int:
         bn = self.wg_block_n(head_dim)
@@ -202,7 +230,9 @@ class Knobs:
             parts += [f"wgmma-c{self.wg_consumers}-s{self.wg_stages}-n{self.wg_block_n_d64}"
                       f"-{self.wg_block_n_d128}-{self.wg_block_n_d256}"
                       + ("-overlap" if self.wg_overlap else "") + ("-pingpong" if self.wg_pingpong else "")
-                      + ("-tma" if self.wg_load == "tma" else "")]
+                      + ("-tma" if self.wg_load == "tma" else "")
+                      + (f"-q{self.wg_q_stages}" if self.wg_q_stages != 1 else "")
+                      + ("-wide64" if self.wg_wide_d64 else "")]
         return "_".join(parts)
 
     # -- validation ------------------------------------------------------------------------
@@ -237,14 +267,25 @@ class Knobs:
         return self
 
     def _check_wg(self, d: int) -> None:
+        if self.wg_q_stages != 1 and self.wg_load != "tma":
+            raise KnobError(
+                f"wg_q_stages={self.wg_q_stages} double-buffers Q for the copy-engine producer: it needs "
+                "wg_load=tma"
+            )
         if self.wg_pingpong and self.wg_consumers != 2:
             raise KnobError("wg_pingpong=True alternates two consumer warpgroups: it needs wg_consumers=2")
+        if self.wg_wide_d64 and (self.wg_load != "tma" or self.wg_consumers != 2):
+            raise KnobError(
+                "wg_wide_d64=True gives head_dim 64 a third consumer warpgroup beside two: it needs "
+                "wg_consumers=2 and wg_load=tma (a one-thread producer leaves the consumers 160 registers)"
+            )
         label = f"wg_block_n_d{d}={self.wg_block_n(d)}"
         regs = self.wg_fragment_regs(d)
-        if regs > WG_MAX_FRAGMENT_REGS:
+        limit = WG_WIDE_MAX_FRAGMENT_REGS if self.wg_consumers_at(d) == 3 else WG_MAX_FRAGMENT_REGS
+        if regs > limit:
             raise KnobError(
                 f"{label}: S, O and P need {regs} registers per consumer thread at head_dim {d}, "
-                f"over the {WG_MAX_FRAGMENT_REGS} that fit beside the kernel's state"
+                f"over the {limit} that fit beside the kernel's state"
             )
         smem = self.wg_smem_bytes(d)
         if smem > MAX_SMEM_BYTES:
@@ -412,7 +453,8 @@ def covering_sample() -> list[Knobs]:
                 # registers need smaller tiles; Hopper knobs need mma=wgmma): try the smallest
                 # companions.
                 for fix in ({"mma": "wgmma"}, {"mma": "wgmma", "wg_block_n_d256": 32},
-                            {"mma": "wgmma", "wg_pingpong": False}, {"smem_layout": "pad"}, {"stages": 2},
+                            {"mma": "wgmma", "wg_pingpong": False}, {"mma": "wgmma", "wg_load": "tma"},
+                            {"smem_layout": "pad"}, {"stages": 2},
                             {"stages": 1}, {"tile_d256": "64x32x4"}, {"tile_d256": "64x32x4", "stages": 2},
                             {"q_fragments": "smem"}):
                     if name in fix:
