@@ -7,6 +7,7 @@ import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -411,3 +412,140 @@ def test_tma_b_gallery_report_was_measured_on_the_strict_build_of_the_gallery_fi
     assert report["verdict"]["status"] == "accepted"
     assert report["geomean"]["all"]["passed"] == report["geomean"]["all"]["scenarios"] == 182
     assert set(report["settings"]["peers"]) == {"cudnn", "flash", "fa3"}
+
+
+# -- wg_l2_sections: heavy first inside L2-sized sections of (head, batch, split) units ---------
+
+
+def test_l2_sections_is_a_hopper_scheduling_knob_that_needs_heavy_first() -> None:
+    assert KNOB_LAYER["wg_l2_sections"] == "scheduling"
+    assert KNOB_SPACE["scheduling"]["wg_l2_sections"] == (0, 32, 16)
+    with pytest.raises(KnobError, match="wg_l2_sections=32 belongs to the Hopper layer"):
+        parse_knobs("wg_l2_sections=32")
+    with pytest.raises(KnobError, match="it needs grid_order=heavy_first, not m_fastest"):
+        parse_knobs("mma=wgmma,wg_l2_sections=16,grid_order=m_fastest")
+    with pytest.raises(KnobError, match="not one of"):
+        parse_knobs("mma=wgmma,wg_l2_sections=8")
+    wg = parse_knobs("mma=wgmma,wg_load=tma")
+    assert {n.wg_l2_sections for n in neighbours(wg, "scheduling")} >= {16, 32}
+    k = parse_knobs("mma=wgmma,wg_load=tma,wg_q_stages=2,wg_wide_d64=true,wg_l2_sections=32")
+    assert k.slug().endswith("-tma-q2-wide64-l2s32")
+
+
+def test_l2_sections_render_one_decode_call_and_round_trip() -> None:
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    base = parse_knobs(str(gallery / "wgmma-tma-b.knobs.json"))
+    k = base.replace(wg_l2_sections=16).validate()
+    src = render(k)
+    assert not [str(f) for f in check_source(src) if f.blocking]
+    assert "constexpr long long kWgL2SectionBytes = 16LL * 1024 * 1024;" in src
+    # sm90_tile is where the producers (cp.async and tensor-map) and the consumers decode a tile.
+    assert src.count("decode_tile_l2(tile, sc, a.batch, a.seqlen_k, a.head_dim)") == 1
+    assert src.count("sm90_tile<BM, BN>(tile, a, sc)") == 3
+    sm90 = src.split("struct Sm90Tile {", 1)[1]
+    assert "decode_tile(tile, sc, a.batch)" not in sm90
+    header = src.split("Knob setting:", 1)[1].split("#include", 1)[0]
+    record = json.loads("\n".join(line[5:] for line in header.splitlines() if line.startswith("//   ")))
+    assert record["wg_l2_sections"] == 16 and parse_knobs(json.dumps(record)) == k
+    # Off (the gallery files): not recorded and not rendered.
+    assert "wg_l2_sections" not in render(base) and "decode_tile_l2" not in render(base)
+
+
+_ORDER_MAIN = r"""
+#include <cstdio>
+#include <cstdlib>
+int main(int argc, char** argv) {
+  Sched s{};
+  s.heads_grid = atoi(argv[1]); const int batch = atoi(argv[2]); s.splits = atoi(argv[3]);
+  s.m_blocks = atoi(argv[4]); const int sk = atoi(argv[5]), d = atoi(argv[6]);
+  const int tiles = s.m_blocks * s.heads_grid * batch * s.splits;
+  for (int t = 0; t < tiles; ++t) {
+    const TileId id = decode_tile_l2(t, s, batch, sk, d);
+    printf("%d %d %d %d\n", id.mb, id.head, id.batch, id.split);
+  }
+}
+"""
+
+
+def _section_order(tmp_path: Path, src: str) -> Any:
+    """Build the rendered kernel's own Sched, TileId and decode_tile_l2 as host code (g++) and
+    return a function (heads, batch, splits, m_blocks, seqlen_k, head_dim) -> tile ids in order."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("g++"):
+        pytest.skip("g++ not installed")
+    sched = "struct Sched {" + src.split("struct Sched {", 1)[1].split("};", 1)[0] + "};\n"
+    tile_id = "struct TileId {" + src.split("struct TileId {", 1)[1].split("};", 1)[0] + "};\n"
+    start = src.index("constexpr long long kWgL2SectionBytes")
+    fn = src[start:src.index("template <int BM, int BN>\n__device__ __forceinline__ Sm90Tile sm90_tile(")]
+    prog = tmp_path / "order.cpp"
+    prog.write_text("#include <algorithm>\nusing std::min;\n#define __device__\n#define __forceinline__ inline\n"
+                    "struct float2 { float x, y; };\n" + sched + tile_id + fn + _ORDER_MAIN)
+    exe = tmp_path / "order"
+    subprocess.run(["g++", "-std=c++17", "-O1", "-o", str(exe), str(prog)], check=True)
+
+    def order(*shape: int) -> list[tuple[int, ...]]:
+        out = subprocess.run([str(exe), *map(str, shape)], check=True, capture_output=True, text=True).stdout
+        return [tuple(int(x) for x in line.split()) for line in out.splitlines()]
+
+    return order
+
+
+def _heavy_first(heads: int, batch: int, splits: int, m_blocks: int) -> list[tuple[int, ...]]:
+    """grid_order=heavy_first's decode_tile: heads fastest, then batch, split, m blocks descending."""
+    out = []
+    for t in range(m_blocks * heads * batch * splits):
+        head, t = t % heads, t // heads
+        b, t = t % batch, t // batch
+        split, t = t % splits, t // splits
+        out.append((m_blocks - 1 - t, head, b, split))
+    return out
+
+
+def test_l2_section_order_visits_every_tile_once_heavy_first_per_section(tmp_path: Path) -> None:
+    k = parse_knobs("mma=wgmma,wg_load=tma,wg_l2_sections=32")
+    order = _section_order(tmp_path, render(k))
+    mb32 = 32 * 1024 * 1024
+    # The gallery's short prefill, d128 s512 b32 h16: 128 units of 256 KB of K/V per 32 MB
+    # section; one grid-wide order would put a head's 4 m blocks 512 tiles apart.
+    for heads, batch, splits, m_blocks, sk, d in (
+        (16, 32, 1, 4, 512, 128), (8, 32, 1, 4, 512, 256), (16, 16, 1, 8, 1024, 128),
+        (16, 1, 1, 128, 16384, 128), (7, 5, 3, 6, 1000, 64), (8, 1, 4, 16, 65536, 128),
+        (12, 11, 1, 3, 3000, 256),  # 10 units a section: the last of 14 holds 2
+    ):
+        got = order(heads, batch, splits, m_blocks, sk, d)
+        units = heads * batch * splits
+        assert sorted(got) == sorted(_heavy_first(heads, batch, splits, m_blocks)), "not a permutation"
+        kv = 4 * d * -(-sk // splits)
+        g = max(1, min(units, mb32 // kv))
+        if g == units:  # one section: exactly grid_order=heavy_first
+            assert got == _heavy_first(heads, batch, splits, m_blocks)
+        for sec in range(0, len(got), g * m_blocks):
+            part = got[sec:sec + g * m_blocks]
+            unit_ids = {(h, b, s) for _, h, b, s in part}
+            # A section holds whole units (every m block of each), at most g of them, m blocks
+            # descending (the heaviest causal tiles first), whose K and V fit in the budget.
+            assert len(part) == len(unit_ids) * m_blocks and len(unit_ids) <= g
+            assert [mb for mb, *_ in part] == sorted((mb for mb, *_ in part), reverse=True)
+            assert len(unit_ids) * kv <= max(mb32, kv)
+    short = order(16, 32, 1, 4, 512, 128)
+    at: dict[tuple[int, int], list[int]] = {}
+    for t, (_, h, b, _) in enumerate(short):
+        at.setdefault((h, b), []).append(t)
+    assert max(ts[-1] - ts[0] for ts in at.values()) == 3 * 128  # 3 * 512 with one section
+
+
+@needs_nvcc
+def test_l2_sections_compile_without_spills(tmp_path: Path) -> None:
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    src = tmp_path / "l2s.cu"
+    src.write_text(render(parse_knobs(str(gallery / "wgmma-tma-b.knobs.json")).replace(wg_l2_sections=32)))
+    built = compile_kernel(src, arch="sm_90a")
+    assert built.info.ok, built.info.log[-2000:]
+    log = built.info.log
+    blocks = [b for b in log.split("Compiling entry function '")[1:] if b.startswith("_ZN3fam13attn_fwd_sm90")]
+    assert len(blocks) == 5, log[-3000:]  # d128/d256 with maps and cp.async, d64 with maps only
+    for b in blocks:
+        assert " 0 bytes spill stores, 0 bytes spill loads" in b, b[:600]
+    assert "C7510" not in log and "C7508" not in log

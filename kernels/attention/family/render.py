@@ -321,6 +321,50 @@ def _with_wide_d64(text: str) -> str:
     return text
 
 
+# wg_l2_sections=N: the Hopper kernel's tiles (and so the order the persistent CTAs take them
+# in) go heavy first inside sections of G (head, batch, split) units, G the units whose K and V
+# fit in N MB; one section (G >= units) is exactly grid_order=heavy_first. The producers and the
+# consumers all decode tiles through sm90_tile, so the one call is the whole change.
+_TILE_FN = "template <int BM, int BN>\n__device__ __forceinline__ Sm90Tile sm90_tile("
+_TILE_CALL = "  x.id = decode_tile(tile, sc, a.batch);\n"
+
+
+def l2_section_order(k: Knobs) -> str:
+    mb = k.wg_l2_sections
+    return "\n".join([
+        f"// wg_l2_sections={mb}: heavy first inside sections of G (head, batch, split) units whose K and V",
+        f"// fit in {mb} MB of L2, so the m blocks that read one head's K/V run within G tiles of each",
+        "// other (with one grid-wide heavy-first order they are a whole layer of units apart, and at",
+        "// short sequences that layer's K/V overflows L2: every m block re-reads its K/V from HBM).",
+        f"constexpr long long kWgL2SectionBytes = {mb}LL * 1024 * 1024;",
+        "__device__ __forceinline__ TileId decode_tile_l2(int t, const Sched& s, int batch, int seqlen_k,",
+        "                                                 int head_dim) {",
+        "  const int units = s.heads_grid * batch * s.splits;",
+        "  const long long kv = 4LL * head_dim * ((seqlen_k + s.splits - 1) / s.splits);  // K + V bytes of a unit",
+        "  const long long fit = kWgL2SectionBytes / (kv > 0 ? kv : 1);",
+        "  const int G = int(fit < 1 ? 1 : (fit < units ? fit : units));  // units per section",
+        "  const int sec = t / (G * s.m_blocks);",
+        "  const int r = t - sec * G * s.m_blocks;",
+        "  const int gs = min(G, units - sec * G);  // units of this section (the last may hold fewer)",
+        "  int u = sec * G + r % gs;",
+        "  TileId id;",
+        "  id.head = u % s.heads_grid;",
+        "  u /= s.heads_grid;",
+        "  id.batch = u % batch;",
+        "  id.split = u / batch;",
+        "  id.mb = s.m_blocks - 1 - r / gs;",
+        "  return id;",
+        "}",
+        "",
+        "",
+    ])
+
+
+def _with_l2_sections(text: str, k: Knobs) -> str:
+    text = _swap(text, _TILE_FN, l2_section_order(k) + _TILE_FN)
+    return _swap(text, _TILE_CALL, "  x.id = decode_tile_l2(tile, sc, a.batch, a.seqlen_k, a.head_dim);\n")
+
+
 def sm90_section(k: Knobs) -> str:
     text = TEMPLATE_SM90.read_text()
     ss = {k.wg_block_n(d) for d in HEAD_DIMS}
@@ -332,6 +376,8 @@ def sm90_section(k: Knobs) -> str:
         text = _with_q_ring(text, k)
     if k.wg_wide_d64:
         text = _with_wide_d64(text)
+    if k.wg_l2_sections:
+        text = _with_l2_sections(text, k)
     return text.replace("//@@SM90_WGMMA@@", wgmma_wrappers(ss, rs))
 
 

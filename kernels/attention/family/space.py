@@ -90,6 +90,9 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "pack_gqa": ("off", "decode", "on"),     # a GQA group's query heads share one tile
         "wg_pingpong": (True, False),            # mma=wgmma: the two consumer warpgroups take turns
                                                  # issuing wgmma (named barriers)
+        "wg_l2_sections": (0, 32, 16),           # mma=wgmma, grid_order=heavy_first: 0 = one grid-wide
+                                                 # heavy-first order; N = heavy first inside sections of
+                                                 # (head, batch, split) units whose K/V fit in N MB of L2
     },
     "masking": {
         "causal_skip": (True, False),            # skip key blocks wholly past the diagonal
@@ -100,7 +103,7 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
 LAYERS = tuple(KNOB_SPACE)
 # Knobs that only the Hopper layer reads (mma=wgmma).
 HOPPER_KNOBS = ("wg_block_n_d64", "wg_block_n_d128", "wg_block_n_d256", "wg_consumers", "wg_stages",
-                "wg_overlap", "wg_pingpong", "wg_load", "wg_q_stages", "wg_wide_d64")
+                "wg_overlap", "wg_pingpong", "wg_load", "wg_q_stages", "wg_wide_d64", "wg_l2_sections")
 KNOB_LAYER = {knob: layer for layer, knobs in KNOB_SPACE.items() for knob in knobs}
 
 
@@ -146,6 +149,7 @@ class Knobs:
     wg_load: str = "cp_async"
     wg_q_stages: int = 1
     wg_wide_d64: bool = False
+    wg_l2_sections: int = 0
 
     # -- views -----------------------------------------------------------------------------
 
@@ -188,6 +192,8 @@ class Knobs:
                 d.pop("wg_q_stages")
             if not self.wg_wide_d64:
                 d.pop("wg_wide_d64")
+            if self.wg_l2_sections == 0:
+                d.pop("wg_l2_sections")
         return d
 
     def wg_block_n(self, head_dim: int) -> int:
@@ -232,7 +238,8 @@ class Knobs:
                       + ("-overlap" if self.wg_overlap else "") + ("-pingpong" if self.wg_pingpong else "")
                       + ("-tma" if self.wg_load == "tma" else "")
                       + (f"-q{self.wg_q_stages}" if self.wg_q_stages != 1 else "")
-                      + ("-wide64" if self.wg_wide_d64 else "")]
+                      + ("-wide64" if self.wg_wide_d64 else "")
+                      + (f"-l2s{self.wg_l2_sections}" if self.wg_l2_sections else "")]
         return "_".join(parts)
 
     # -- validation ------------------------------------------------------------------------
@@ -271,6 +278,11 @@ class Knobs:
             raise KnobError(
                 f"wg_q_stages={self.wg_q_stages} double-buffers Q for the copy-engine producer: it needs "
                 "wg_load=tma"
+            )
+        if self.wg_l2_sections and self.grid_order != "heavy_first":
+            raise KnobError(
+                f"wg_l2_sections={self.wg_l2_sections} orders the tiles heavy first inside L2-sized sections: "
+                f"it needs grid_order=heavy_first, not {self.grid_order}"
             )
         if self.wg_pingpong and self.wg_consumers != 2:
             raise KnobError("wg_pingpong=True alternates two consumer warpgroups: it needs wg_consumers=2")
