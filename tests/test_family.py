@@ -432,6 +432,24 @@ def test_l2_sections_is_a_hopper_scheduling_knob_that_needs_heavy_first() -> Non
     assert k.slug().endswith("-tma-q2-wide64-l2s32")
 
 
+def test_family_cli_shows_and_renders_l2_sections(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_family_commands(sub)
+    space = parser.parse_args(["family", "space"])
+    assert space.func(space) == 0
+    scheduling = capsys.readouterr().out.split("scheduling:", 1)[1].split("masking:", 1)[0]
+    assert "wg_l2_sections   0 | 32 | 16" in scheduling
+    out = tmp_path / "k.cu"
+    args = parser.parse_args(["family", "render", "mma=wgmma,wg_l2_sections=32", "-o", str(out)])
+    assert args.func(args) == 0
+    assert "kWgL2SectionBytes = 32LL * 1024 * 1024;" in out.read_text()
+    bad = parser.parse_args(["family", "render", "mma=wgmma,wg_l2_sections=32,grid_order=head_fastest"])
+    assert bad.func(bad) == 2
+
+
 def test_l2_sections_render_one_decode_call_and_round_trip() -> None:
     gallery = ROOT / "kernels" / "attention" / "gallery"
     base = parse_knobs(str(gallery / "wgmma-tma-b.knobs.json"))

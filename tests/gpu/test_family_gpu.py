@@ -90,6 +90,8 @@ def test_wgmma_descriptors_match_a_cpu_product() -> None:
     "mma=wgmma,persistent=true,wg_load=tma",  # the gallery's wgmma-tma-a
     # The gallery's wgmma-tma-b: a Q ring of two, three consumer warpgroups at d64.
     "mma=wgmma,persistent=true,wg_load=tma,wg_q_stages=2,wg_wide_d64=true",
+    # wgmma-tma-b with heavy first inside 32 MB sections of (head, batch, split) units.
+    "mma=wgmma,persistent=true,wg_load=tma,wg_q_stages=2,wg_wide_d64=true,wg_l2_sections=32",
     # GQA packs of 2-8 heads through the 5D query map (box {64, pack, rows / pack}).
     "mma=wgmma,wg_load=tma,pack_gqa=on,split_kv=2wave",
     "mma=wgmma,wg_load=tma,wg_consumers=1,wg_pingpong=false,wg_stages=3,wg_block_n_d128=64",
