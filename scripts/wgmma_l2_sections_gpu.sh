@@ -12,43 +12,11 @@
 set -uo pipefail
 OUT=${1:?output folder}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 SOCRATIC_CACHE_DIR=${SOCRATIC_CACHE_DIR:-/tmp/socratic-cache}
-if ls wheels/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --target /tmp/site wheels/*.whl || exit 1
-fi
-export PYTHONPATH=$PWD:/tmp/site
 K=/tmp/h18l
-mkdir -p $K
-python3 - "$K" <<'PY' || exit 1
-import sys
-from pathlib import Path
-from kernels.attention.family.render import render
-from kernels.attention.family.space import parse_knobs
-out = Path(sys.argv[1])
-gallery = Path("kernels/attention/gallery")
-base = parse_knobs(str(gallery / "wgmma-tma-b.knobs.json"))
-strict = "#define SOCRATIC_SM90_TMA_STRICT 1\n"
-settings = {"B": base, "L": base.replace(wg_l2_sections=32), "M": base.replace(wg_l2_sections=16)}
-assert render(base) == (gallery / "wgmma-tma-b.cu").read_text()
-for name, k in settings.items():
-    (out / f"{name}.cu").write_text(strict + render(k.validate()))
-    print(name, k.slug()[-44:])
-PY
-t0=$SECONDS
-for n in B L M; do
-  python3 -c "from pathlib import Path; from harness.evaluate import precompile; print('$n', precompile(Path('$K/$n.cu')))" &
-done
-wait
-echo "compiled in $((SECONDS - t0)) s"
+source scripts/family_gpu_lib.sh
+render_strict $K wgmma-tma-b B= L=wg_l2_sections=32 M=wg_l2_sections=16 || exit 1
+precompile_all $K B L M
 left() { echo $((240 - SECONDS)); }
-step() {  # NAME SECONDS ARGS...
-  local name=$1 limit=$2; shift 2
-  local t=$SECONDS
-  [ "$limit" -gt 10 ] || { echo "=== $name: skipped, $limit s left"; return; }
-  echo "=== $name: $*"
-  timeout "$limit" python3 -m harness eval "$@" --json "$OUT/$name.json" > "$OUT/$name.log" 2>&1
-  echo "=== $name rc=$? $((SECONDS - t)) s"; tail -3 "$OUT/$name.log"
-}
 step prefill_L $(( $(left) - 10 )) $K/L.cu --baseline $K/B.cu --filter category=prefill --peer-cache /tmp/pc --timeout 30
 step full_L $(( $(left) - 35 )) $K/L.cu --baseline $K/B.cu --peer-cache /tmp/pc --timeout 30
 step prefill_M $(( $(left) - 3 )) $K/M.cu --baseline $K/B.cu --filter category=prefill --peer-cache /tmp/pc --timeout 30

@@ -10,41 +10,10 @@
 set -uo pipefail
 OUT=${1:?output folder}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 SOCRATIC_CACHE_DIR=${SOCRATIC_CACHE_DIR:-/tmp/socratic-cache}
-if ls wheels/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --target /tmp/site wheels/*.whl || exit 1
-fi
-export PYTHONPATH=$PWD:/tmp/site
 K=/tmp/h18k
-mkdir -p $K
-python3 - "$K" <<'PY' || exit 1
-import sys
-from pathlib import Path
-from kernels.attention.family.render import render
-from kernels.attention.family.space import parse_knobs
-out = Path(sys.argv[1])
-gallery = Path("kernels/attention/gallery")
-base = parse_knobs(str(gallery / "wgmma-tma-a.knobs.json"))
-strict = "#define SOCRATIC_SM90_TMA_STRICT 1\n"
-settings = {"A": base, "Q": base.replace(wg_q_stages=2), "W": base.replace(wg_q_stages=2, wg_wide_d64=True)}
-assert render(base) == (gallery / "wgmma-tma-a.cu").read_text()
-for name, k in settings.items():
-    (out / f"{name}.cu").write_text(strict + render(k.validate()))
-    print(name, k.slug()[-40:])
-PY
-t0=$SECONDS
-for n in A Q W; do
-  python3 -c "from pathlib import Path; from harness.evaluate import precompile; print('$n', precompile(Path('$K/$n.cu')))" &
-done
-wait
-echo "compiled in $((SECONDS - t0)) s"
-step() {  # NAME SECONDS ARGS...
-  local name=$1 limit=$2; shift 2
-  local t=$SECONDS
-  echo "=== $name: $*"
-  timeout "$limit" python3 -m harness eval "$@" --json "$OUT/$name.json" > "$OUT/$name.log" 2>&1
-  echo "=== $name rc=$? $((SECONDS - t)) s"; tail -3 "$OUT/$name.log"
-}
+source scripts/family_gpu_lib.sh
+render_strict $K wgmma-tma-a A= Q=wg_q_stages=2 W=wg_q_stages=2,wg_wide_d64=true || exit 1
+precompile_all $K A Q W
 step w_d64_correct 45 $K/W.cu --filter head_dim=64 --correctness-only --timeout 15
 BEST=Q OTHER=W
 if python3 -c "

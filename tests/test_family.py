@@ -123,12 +123,17 @@ def test_covering_sample_uses_every_value() -> None:
             assert render(n) != src
 
 
-def test_cli_renders_to_a_file(tmp_path: Path) -> None:
+def _family_parser() -> Any:
     import argparse
 
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
     add_family_commands(sub)
+    return parser
+
+
+def test_cli_renders_to_a_file(tmp_path: Path) -> None:
+    parser = _family_parser()
     out = tmp_path / "k.cu"
     args = parser.parse_args(["family", "render", "split_kv=off,grid_order=m_fastest", "-o", str(out)])
     assert args.func(args) == 0
@@ -433,11 +438,7 @@ def test_l2_sections_is_a_hopper_scheduling_knob_that_needs_heavy_first() -> Non
 
 
 def test_family_cli_shows_and_renders_l2_sections(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    import argparse
-
-    parser = argparse.ArgumentParser()
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_family_commands(sub)
+    parser = _family_parser()
     space = parser.parse_args(["family", "space"])
     assert space.func(space) == 0
     scheduling = capsys.readouterr().out.split("scheduling:", 1)[1].split("masking:", 1)[0]
