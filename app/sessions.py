@@ -45,6 +45,7 @@ from app.steering.triggers import (
     TriggerHit,
     check_budget,
 )
+from harness.report import EvaluationReport
 
 
 class NotFound(LookupError):
@@ -106,6 +107,12 @@ def latest_evaluation(db: Session, candidate_id: int, purpose: str) -> Evaluatio
     """The candidate's newest evaluation of this purpose (`suite` or `retime`)."""
     return db.exec(select(Evaluation).where(Evaluation.candidate_id == candidate_id, Evaluation.purpose == purpose)
                    .order_by(col(Evaluation.id).desc())).first()
+
+
+def suite_report(db: Session, candidate_id: int | None) -> EvaluationReport | None:
+    """The candidate's own suite evaluation as a report (None: not stored, as for an imported one)."""
+    row = latest_evaluation(db, candidate_id, "suite") if candidate_id else None
+    return EvaluationReport.from_dict(row.report) if row is not None else None
 
 
 def triggers_of(db: Session, session_id: int) -> Sequence[Trigger]:

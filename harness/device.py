@@ -8,6 +8,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -220,8 +221,17 @@ class CudaDevice(Device):
 
 
 def driver_version() -> str | None:
-    """The NVIDIA driver's version ("580.159.04") from NVML, None where NVML is missing. Part
-    of the cache keys (harness/peer_cache.py): a driver update can move the cached times."""
+    """The NVIDIA driver's version ("580.159.04"), None where it cannot be read. Part of the
+    cache keys (harness/peer_cache.py): a driver update can move the cached times. Read once
+    per evaluation process, so from the kernel module's /proc file (microseconds); NVML, whose
+    start costs far more, only where that file is missing."""
+    try:
+        words = Path("/proc/driver/nvidia/version").read_text().split()
+        found = next((w for w in words if w[:1].isdigit() and w.count(".") >= 1), None)
+        if found is not None:
+            return found
+    except OSError:
+        pass
     try:
         nvml = ctypes.CDLL("libnvidia-ml.so.1")
         if nvml.nvmlInit_v2() != 0:

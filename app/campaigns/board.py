@@ -14,7 +14,7 @@ from sqlmodel import Session, col, select
 
 from app.campaigns.models import DISCARDED, LEADER, BoardEntry, Campaign, CampaignMember
 from app.models import Candidate
-from app.sessions import latest_evaluation
+from app.sessions import suite_report
 from harness.report import EvaluationReport
 
 try:
@@ -60,11 +60,6 @@ def category_speedups(report: EvaluationReport, visible_only: bool = False) -> d
         if r.speedup_vs_baseline and r.speedup_vs_baseline > 0:
             logs[r.category].append(math.log(r.speedup_vs_baseline))
     return {cat: round(math.exp(sum(v) / len(v)), 4) for cat, v in sorted(logs.items())}
-
-
-def suite_report(db: Session, candidate_id: int | None) -> EvaluationReport | None:
-    row = latest_evaluation(db, candidate_id, "suite") if candidate_id else None
-    return EvaluationReport.from_dict(row.report) if row is not None else None
 
 
 def post(db: Session, campaign: Campaign, member: CampaignMember, cand: Candidate,

@@ -15,12 +15,12 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from app.campaigns.board import category_speedups, knobs_of_source, suite_report
+from app.campaigns.board import category_speedups, knobs_of_source
 from app.campaigns.models import BACKUP, LEADER, BoardEntry, Campaign, CampaignMember, Mutation
 from app.events import Unit
 from app.models import Candidate, SteeringSession
 from app.schemas import InterventionCreate
-from app.sessions import send_message
+from app.sessions import send_message, suite_report
 from question_bank.evidence import DEFAULT_WINDOW, record_use
 from question_bank.models import Author
 from question_bank.ranking import RankedQuestion, rank_for_pause

@@ -54,6 +54,7 @@ from app.sessions import (
     get_session,
     latest_evaluation,
     set_status,
+    suite_report,
     thresholds,
 )
 from app.steering import goal as goals
@@ -106,7 +107,7 @@ class CandidatePipeline:
         """Store (or find again), evaluate, judge and record a candidate; check the goal and triggers."""
         candidate = self.store(call_id, args)
         if candidate.status == EVALUATED:  # judged before a restart; its result was not yet saved
-            stored = self.stored_report(candidate)
+            stored = self.suite_report(candidate.id)
             await self.campaign_verdict(candidate, stored, None)  # posts nothing twice
             return Verdicted(candidate, stored)
         report = await self.evaluate(candidate, self.baseline(), purpose="suite")
@@ -151,14 +152,9 @@ class CandidatePipeline:
         with self.services.unit() as u:
             campaign_hooks.record(u, self.session_id, c.id or 0, report, look)
 
-    def stored_report(self, c: Candidate) -> EvaluationReport | None:
-        return self.suite_report(c.id)
-
     def suite_report(self, candidate_id: int | None) -> EvaluationReport | None:
-        """A candidate's own suite evaluation (None: not stored, as for an imported leader)."""
         with self.services.database.session() as db:
-            stored = latest_evaluation(db, candidate_id or 0, "suite")
-        return EvaluationReport.from_dict(stored.report) if stored is not None else None
+            return suite_report(db, candidate_id)
 
     # -- store ---------------------------------------------------------------------------
 
