@@ -25,10 +25,9 @@ evaluation, one per category, then the table over OUT (`SEEDS=0` for one seed pe
     PYTHONPATH=. python3 scripts/campaign_experiment.py --table /tmp/exp/s0 /tmp/exp/s1 /tmp/exp/s2
 
 Device time: the GPU evaluates one candidate at a time. On 2026-12-01 a seed of four arms at
-12 evaluations took 405-455 s per device call (docs/campaigns.md); in seed 0, 145 of the
-GPU's 347 busy seconds were re-times, most of them running the profiler because the leader
-failed in the contender's process (fixed the same day); about 300-350 s per seed is expected
-now, not yet measured. Each judged candidate prints
+12 evaluations took 322-401 s on one H200 (docs/campaigns.md; 405-455 s before the re-time fix,
+when most re-times ran the profiler); seeds are independent, so on a machine with several GPUs
+`gpu_checks.sh campaigns` runs one seed per GPU at once. Each judged candidate prints
 a progress line; `--deadline-s` (480) stops a seed's arms before a ten-minute call ends, and
 the table says how many evaluations each arm got.
 

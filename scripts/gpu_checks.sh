@@ -8,7 +8,7 @@
 #
 # Parts: verifier (cheat table, checks' overhead, fa2-mma-a timed twice over all 182),
 # gallery (wgmma-ws-a over all 182 with every peer), tests (pytest -m gpu), cluster (two
-# workers on one GPU, the whole suite sharded), campaigns (issue 15's experiment, three seeds;
+# workers on one GPU, the whole suite sharded; GPUS=0,1 puts them on two GPUs), campaigns (issue 15's experiment, three seeds;
 # EVALUATIONS, SEEDS and DEADLINE_S override its budget). Each part's log lands in OUTDIR; a table last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,14 +24,15 @@ else
   export PYTHONPATH=$PWD
 fi
 mkdir -p "$OUT_DIR"
-declare -a SUMMARY=()
+SUMMARY="$OUT_DIR/.summary"  # a file: steps may run in the background (campaign seeds)
+: > "$SUMMARY"
 step() {  # step NAME COMMAND...: run, log, remember status and seconds
   local name=$1; shift
   local t0=$SECONDS
   echo "=== $name: $*"
   "$@" 2>&1 | tee "$OUT_DIR/$name.log"
   local rc=${PIPESTATUS[0]}
-  SUMMARY+=("$(printf '%-22s rc=%-3s %5ss' "$name" "$rc" "$((SECONDS - t0))")")
+  printf '%-22s rc=%-3s %5ss\n' "$name" "$rc" "$((SECONDS - t0))" >> "$SUMMARY"
 }
 for part in "$@"; do
   case $part in
@@ -48,7 +49,7 @@ for part in "$@"; do
       step gpu-tests python3 -m pytest -q -m gpu tests/gpu -p no:cacheprovider
       ;;
     cluster)
-      step cluster python3 scripts/cluster_gpu_proof.py kernels/attention/gallery/fa2-mma-a.cu --gpus 0,0 \
+      step cluster python3 scripts/cluster_gpu_proof.py kernels/attention/gallery/fa2-mma-a.cu --gpus "${GPUS:-0,0}" \
         --json "$OUT_DIR/cluster_proof.json"
       ;;
     campaigns)
@@ -57,11 +58,22 @@ for part in "$@"; do
       # seed would not fit one device call: SEEDS=0, then 1, then 2, one call each.
       FIVE="prefill-d128-s4096-b4-h16-full gqa-llama3-70b-tp8-s8192-b1-causal chunk-llama3-70b-tp8-q2048-k32768
             decode-llama3-8b-tp1-q4-b128-k1024 ragged-d256-q2049-k4097-causal"
-      for seed in ${SEEDS:-0 1 2}; do
-        # shellcheck disable=SC2086
-        step "campaigns-s$seed" python3 scripts/campaign_experiment.py --out "$OUT_DIR/campaigns/s$seed" \
-          --seeds "$seed" --evaluations "${EVALUATIONS:-12}" --deadline-s "${DEADLINE_S:-480}" --scenarios $FIVE
+      # One seed per GPU at once (CUDA_VISIBLE_DEVICES picks it), in rounds of as many GPUs as
+      # the machine has: seeds are independent experiments.
+      NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU') || NGPU=1
+      [ "$NGPU" -ge 1 ] || NGPU=1
+      read -r -a SEED_LIST <<< "${SEEDS:-0 1 2}"
+      for ((i = 0; i < ${#SEED_LIST[@]}; i += NGPU)); do
+        for ((g = 0; g < NGPU && i + g < ${#SEED_LIST[@]}; g++)); do
+          seed=${SEED_LIST[i + g]}
+          # shellcheck disable=SC2086
+          CUDA_VISIBLE_DEVICES=$g step "campaigns-s$seed" python3 scripts/campaign_experiment.py \
+            --out "$OUT_DIR/campaigns/s$seed" --seeds "$seed" --evaluations "${EVALUATIONS:-12}" \
+            --deadline-s "${DEADLINE_S:-480}" --scenarios $FIVE > /dev/null &
+        done
+        wait
       done
+      tail -n 4 "$OUT_DIR"/campaigns-s*.log
       step campaigns-table python3 scripts/campaign_experiment.py --table "$OUT_DIR"/campaigns/s*
       ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
@@ -69,4 +81,4 @@ for part in "$@"; do
 done
 echo
 echo "part                   status  time"
-printf '%s\n' "${SUMMARY[@]}"
+cat "$SUMMARY"

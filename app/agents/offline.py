@@ -16,9 +16,11 @@ Two options make it a campaign member and a fair control (docs/campaigns.md):
   the best recent gain on the board (when it has one left to try here), else to the layer it
   explored least that still has untried neighbours. "No questions" then competes.
 - `board: true`: after each submission it reads the campaign's board (`read_board`); it never
-  retries a knob change that was discarded elsewhere, and tries first, in its own lineage, the
-  changes that worked elsewhere. A "Switch strategy: LAYER" message (the campaign plateau) moves
-  it to LAYER; a "Parent: ... knobs {...}" line (evolution) makes that setting its parent.
+  retries a knob change that was discarded elsewhere, and tries first, on its own leader, each
+  change that led or improved elsewhere, whatever its layer (once each, best gain first; a
+  message in the same step comes first). Its own layer search then goes on from there. A
+  "Switch strategy: LAYER" message (the campaign plateau) moves it to LAYER; a "Parent: ...
+  knobs {...}" line (evolution) makes that setting its parent.
 
 Deterministic for a seed: candidates are ordered by a hash of (seed, setting)."""
 
@@ -211,6 +213,9 @@ class OfflineAgent(Agent):
         self.board_failed: list[list[str]] = []  # [knob, value] discarded elsewhere: never retried
         self.board_worked: list[list[str]] = []  # [knob, value] that led or improved elsewhere: tried first
         self.board_gains: dict[str, float] = {}  # layer -> best recent gain elsewhere (x over its parent)
+        self.board_layers: dict[str, int] = {}  # layer -> evaluations in it elsewhere (the board's entries)
+        self.board_measured: dict[str, float] = {}  # slug -> visible speedup (0: not correct) measured elsewhere
+        self.board_best: dict[str, Any] = {}  # the fastest setting measured elsewhere, its speedup and author
         self.foreign_parent = False  # the current parent came from another agent (evolution)
         self.since_gain = 0  # evaluations since the last new leader (the autonomous plateau)
 
@@ -225,6 +230,18 @@ class OfflineAgent(Agent):
             words.append(f"I start from a straightforward port ({self.settings.start}) and will tune "
                          f"the {self.focus} layer first.")
             return self._submit(words, [(knobs, "start", "", "")])
+        if self.settings.board and not feedback.messages:
+            followed = self._follow_board()
+            if followed:
+                words.append(followed)
+        adopt = [] if feedback.messages else self._board_adoptions()
+        if adopt:  # what worked in another agent's lineage, tried on this one's leader
+            self.declared = False
+            self.circled = 0
+            chosen = adopt[: self.settings.batch]
+            names = [f"{k}={v}" if v else k for _, _, k, v in chosen]
+            words.append("From the board, on my leader: " + "; ".join(names) + ".")
+            return self._submit(words, chosen, "worked in another agent's lineage (the board)")
         fresh = self._untried_neighbours()
         plateau = self.since_gain >= self.settings.patience
         if self.settings.policy == "autonomous" and (not fresh or plateau):
@@ -256,14 +273,16 @@ class OfflineAgent(Agent):
         words.append(f"Retrying {pick['knob']}={pick['value']}: the last measurement may have been noise.")
         return self._submit(words, [(knobs, self.focus, pick["knob"], str(pick["value"]))])
 
-    def _submit(self, words: list[str], chosen: list[tuple[Knobs, str, str, str]]) -> AgentStep:
+    def _submit(self, words: list[str], chosen: list[tuple[Knobs, str, str, str]], why: str = "") -> AgentStep:
         calls = []
         for knobs, layer, knob, value in chosen:
             self.calls += 1
             call_id = f"offline-{self.calls}"
-            title = f"{layer}: {knob}={value}" if knob else "first port"
+            change = f"{knob}={value}" if value else knob  # several changes name their own values
+            title = f"{layer}: {change}" if knob else "first port"
+            how = why or f"greedy search in the {layer} layer"
             args: dict[str, Any] = {"source": render(knobs), "title": title,
-                                    "notes": f"greedy search in the {layer} layer; setting {knobs.slug()}"}
+                                    "notes": f"{how}; setting {knobs.slug()}"}
             if self.has_leader and not self.foreign_parent:
                 args["parent"] = "leader"
             self.pending[call_id] = {"knobs": knobs.to_dict(), "slug": knobs.slug(), "layer": layer,
@@ -296,7 +315,9 @@ class OfflineAgent(Agent):
             self.tried[sent["slug"]] = {**sent, "verdict": verdict, "speedup": speedup}
             self.layer_evals[sent["layer"]] += 1
             self.since_gain += 1
-            if verdict == "leader":
+            behind = (self.foreign_parent and self.best_speedup is not None
+                      and not (isinstance(speedup, (int, float)) and speedup > self.best_speedup))
+            if verdict == "leader" and not behind:  # (a session's leader slower than the parent it built on: no)
                 self.best, self.best_speedup, self.has_leader = sent["knobs"], speedup, True
                 self.foreign_parent = False
                 self.since_gain = 0
@@ -305,11 +326,25 @@ class OfflineAgent(Agent):
     def _read_board(self, entries: list[dict[str, Any]]) -> None:
         """Keep what the board says about single knob changes, and the recent gains per layer."""
         failed: list[list[str]] = []
-        worked: list[list[str]] = []
+        worked: dict[tuple[str, str], float] = {}  # change -> its best gain over its parent
         gains: dict[str, float] = {}
+        explored: dict[str, int] = {}
+        measured: dict[str, float] = {}
+        fastest: dict[str, Any] = {}
         for e in entries:
+            try:
+                setting = knobs_from_mapping(e["setting"]) if isinstance(e.get("setting"), dict) else None
+            except KnobError:
+                setting = None
+            if setting is not None:
+                fine = e.get("campaign_verdict") != "discarded" and isinstance(e.get("speedup"), (int, float))
+                speed = float(e["speedup"]) if fine else 0.0
+                measured[setting.slug()] = max(measured.get(setting.slug(), 0.0), speed)
+                if speed > fastest.get("speedup", 0.0):
+                    fastest = {"knobs": setting.to_dict(), "speedup": speed, "author": str(e.get("author", "")),
+                               "candidate": e.get("candidate")}
             knobs = e.get("knobs") or {}
-            effects = [float(v) for v in (e.get("effects") or {}).values() if v]
+            effects = [float(v) for v in (e.get("effects") or {}).values() if v and float(v) > 0]
             gain = math.exp(sum(math.log(v) for v in effects) / len(effects)) if effects else None
             if len(knobs) == 1:
                 [(knob, value)] = knobs.items()
@@ -317,11 +352,16 @@ class OfflineAgent(Agent):
                 if e.get("campaign_verdict") == "discarded":
                     failed.append(pair)
                 elif e.get("campaign_verdict") == "leader" or (gain is not None and gain > 1.01):
-                    worked.append(pair)
-            layer = str(e.get("layer") or "")
-            if layer in LAYERS and gain is not None and gain > 1.01:
-                gains[layer] = max(gains.get(layer, 0.0), gain)
-        self.board_failed, self.board_worked, self.board_gains = failed, worked, gains
+                    worked[str(knob), str(value)] = max(worked.get((str(knob), str(value)), 0.0), gain or 1.0)
+            for layer in str(e.get("layer") or "").split(","):
+                if layer in LAYERS:
+                    explored[layer] = explored.get(layer, 0) + 1
+                    if gain is not None and gain > 1.01:
+                        gains[layer] = max(gains.get(layer, 0.0), gain)
+        best_first = sorted(worked, key=lambda pair: -worked[pair])  # stable: board order among equals
+        self.board_failed, self.board_gains, self.board_layers = failed, gains, explored
+        self.board_measured, self.board_best = measured, fastest
+        self.board_worked = [list(pair) for pair in best_first]
 
     def _own_move(self) -> str:
         """The autonomous plateau policy: the layer with the best recent gain on the board that
@@ -332,7 +372,14 @@ class OfflineAgent(Agent):
         if not options:
             return ""
         by_gain = [layer for layer in options if self.board_gains.get(layer, 0.0) > 1.01]
-        if by_gain:
+        if self.settings.board:
+            # The board brings the others' gains here already (adoptions): go where the campaign
+            # has looked least, here and elsewhere, so that its agents spread instead of herding.
+            target = min(options, key=lambda layer: (self.layer_evals[layer] + self.board_layers.get(layer, 0),
+                                                     -options[layer], LAYERS.index(layer)))
+            seen = self.layer_evals[target] + self.board_layers.get(target, 0)
+            why = f"{target} is the layer the campaign explored least ({seen} evaluations)"
+        elif by_gain:
             target = max(by_gain, key=lambda layer: (self.board_gains[layer], -LAYERS.index(layer)))
             why = f"the board's best recent gain elsewhere is in {target} (x{self.board_gains[target]:.2f})"
         else:
@@ -388,6 +435,51 @@ class OfflineAgent(Agent):
         self.moves.append({"text": m.text, "from": before, "to": target, "why": why})
         return f"Your question moves me from {before} to {target} ({why})."
 
+    def _follow_board(self) -> str:
+        """The fastest setting on the board becomes this agent's parent where it beats its own
+        leader by more than 1% (visible scenarios): the agents search their own layers around
+        the campaign's best kernel instead of each re-deriving it change by change."""
+        fastest = self.board_best
+        mine = self.best_speedup or 0.0
+        if not fastest or fastest["knobs"] == self.best or not fastest["speedup"] > mine * 1.01:
+            return ""
+        self.best, self.best_speedup = dict(fastest["knobs"]), float(fastest["speedup"])
+        self.foreign_parent, self.since_gain, self.declared, self.circled = True, 0, False, 0
+        return (f"I build on {fastest['author'] or 'another agent'}'s kernel #{fastest['candidate']} "
+                f"({fastest['speedup']:.2f}x, the board's fastest) and go on in {self.focus}.")
+
+    def _known(self, setting: Knobs) -> bool:
+        """Measured here, or elsewhere in the campaign (the board): never measured again."""
+        return setting.slug() in self.tried or setting.slug() in self.board_measured
+
+    def _board_adoptions(self) -> list[tuple[Knobs, str, str, str]]:
+        """The changes that led or improved elsewhere (best gain first), applied to this agent's
+        leader whatever their layer: first all of them in one setting (when there are several
+        and together they make a valid one), then each alone; only those its leader lacks, that
+        make a valid setting, and that it has not measured, so each is tried once per leader."""
+        out = []
+        stacked = knobs_from_mapping(self.best)
+        changes: list[str] = []
+        for knob, value in self.board_worked:
+            layer = KNOB_LAYER.get(knob)
+            if layer is None or str(self.best.get(knob)) == value:
+                continue
+            try:
+                setting = parse_knobs(f"{knob}={value}", knobs_from_mapping(self.best), files=False).validate()
+            except KnobError:
+                continue
+            if self._known(setting) or setting.to_dict() == self.best:
+                continue
+            out.append((setting, layer, knob, value))
+            try:  # every change that worked elsewhere at once, where they make a valid setting
+                stacked = parse_knobs(f"{knob}={value}", stacked, files=False).validate()
+                changes.append(f"{knob}={value}")
+            except KnobError:
+                pass
+        if len(changes) > 1 and not self._known(stacked):  # all at once first, then one by one
+            return [(stacked, "board", ", ".join(changes), "")]
+        return out
+
     def _untried_neighbours(self, layer: str | None = None) -> list[tuple[Knobs, str, str, str]]:
         """The leader's neighbours in the layer not yet measured, less the changes discarded
         elsewhere; those that worked elsewhere first, then in the seed's order."""
@@ -395,7 +487,7 @@ class OfflineAgent(Agent):
         best = knobs_from_mapping(self.best)
         out = []
         for n in neighbours(best, layer):
-            if n.slug() in self.tried:
+            if self._known(n):
                 continue
             knob = next(k for k, v in n.to_dict().items() if v != self.best[k])
             pair = [knob, str(getattr(n, knob))]
@@ -416,7 +508,9 @@ class OfflineAgent(Agent):
                 "layer_evals": dict(self.layer_evals), "declared": self.declared, "circled": self.circled,
                 "calls": self.calls, "started": self.started, "moves": self.moves,
                 "board_failed": self.board_failed, "board_worked": self.board_worked,
-                "board_gains": self.board_gains, "foreign_parent": self.foreign_parent,
+                "board_gains": self.board_gains, "board_layers": self.board_layers,
+                "board_measured": self.board_measured, "board_best": self.board_best,
+                "foreign_parent": self.foreign_parent,
                 "since_gain": self.since_gain}
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -435,5 +529,8 @@ class OfflineAgent(Agent):
         self.board_failed = [list(p) for p in state.get("board_failed", [])]
         self.board_worked = [list(p) for p in state.get("board_worked", [])]
         self.board_gains = {str(k): float(v) for k, v in state.get("board_gains", {}).items()}
+        self.board_layers = {str(k): int(v) for k, v in state.get("board_layers", {}).items()}
+        self.board_measured = {str(k): float(v) for k, v in state.get("board_measured", {}).items()}
+        self.board_best = dict(state.get("board_best", {}))
         self.foreign_parent = bool(state.get("foreign_parent", False))
         self.since_gain = int(state.get("since_gain", 0))

@@ -70,6 +70,8 @@ def post(db: Session, campaign: Campaign, member: CampaignMember, cand: Candidat
     `note` follows the summary (what the page and the agents read)."""
     if parent is None and cand.parent_id:
         parent = db.get(Candidate, cand.parent_id)
+    if parent is None and cand.number > 1:  # built on a kernel of another member (its setting)
+        parent = nearest_measured(db, campaign, cand)
     layer, knobs, summary = describe_change(cand.source, parent.source if parent else None, cand.title)
     if note:
         summary = f"{summary[:300 - len(note) - 3]} ({note})"
@@ -86,6 +88,27 @@ def post(db: Session, campaign: Campaign, member: CampaignMember, cand: Candidat
     db.add(entry)
     db.flush()
     return entry
+
+
+def nearest_measured(db: Session, campaign: Campaign, cand: Candidate, most: int = 3) -> Candidate | None:
+    """For a family kernel submitted without a parent in its own session (an agent that builds
+    on another member's kernel): the campaign's earlier kernel whose setting differs from it in
+    the fewest knobs (1 to `most`; the earliest among equals), so that its board entry says
+    what changed and its effects are read against that kernel. None for other kernels."""
+    mine = knobs_of_source(cand.source)
+    if mine is None:
+        return None
+    ids = [i for i in db.exec(select(BoardEntry.candidate_id).where(BoardEntry.campaign_id == campaign.id)
+                              .order_by(col(BoardEntry.id))) if i is not None and i != cand.id]
+    best: tuple[int, Candidate] | None = None
+    for other in db.exec(select(Candidate).where(col(Candidate.id).in_(ids))) if ids else []:
+        theirs = knobs_of_source(other.source)
+        if theirs is None:
+            continue
+        distance = sum(1 for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+        if 1 <= distance <= most and (best is None or (distance, other.id or 0) < (best[0], best[1].id or 0)):
+            best = (distance, other)
+    return best[1] if best else None
 
 
 def visible_entries(db: Session, campaign: Campaign) -> list[BoardEntry]:
@@ -112,6 +135,21 @@ def matches(e: BoardEntry, layer: str | None, category: str | None, outcome: str
 def read(db: Session, campaign: Campaign, *, layer: str | None = None, category: str | None = None,
          outcome: str | None = None) -> list[BoardEntry]:
     return [e for e in visible_entries(db, campaign) if matches(e, layer, category, outcome)]
+
+
+def for_agents(db: Session, entries: list[BoardEntry]) -> list[dict[str, Any]]:
+    """The entries as an agent reads them: `speedup` is the candidate's geomean over the visible
+    scenarios only (agents never learn about hidden ones), and `setting` the whole knob setting
+    it measured where it is a family kernel (None otherwise), so that no agent measures again
+    what another one has measured."""
+    ids = [e.candidate_id for e in entries if e.candidate_id is not None]
+    cands = {c.id: c for c in db.exec(select(Candidate).where(col(Candidate.id).in_(ids)))} if ids else {}
+    out = []
+    for e in entries:
+        cand = cands.get(e.candidate_id)
+        out.append({**entry_dict(e), "speedup": cand.visible_speedup if cand is not None else None,
+                    "setting": knobs_of_source(cand.source) if cand is not None else None})
+    return out
 
 
 def entry_dict(e: BoardEntry) -> dict[str, Any]:

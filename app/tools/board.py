@@ -10,8 +10,10 @@ from app.tools.base import Tool, ToolContext, ok
 DESCRIPTION = (
     "Read the campaign's board: one line per judged kernel of every agent in this campaign - what "
     "changed (the layer and knobs, or a summary of the diff), its effect per scenario category "
-    "(x over its parent) and its verdict (leader, backup, discarded). Filter by layer, category or "
-    "outcome (leader, backup, discarded, improved, worse). Outside a campaign the board is empty."
+    "(x over its parent) and its verdict (leader, backup, discarded); in the data, each entry's "
+    "whole knob setting (family kernels) and its speedup over the visible scenarios. Filter by "
+    "layer, category or outcome (leader, backup, discarded, improved, worse). Outside a campaign "
+    "the board is empty."
 )
 SCHEMA = {
     "type": "object",
@@ -43,12 +45,13 @@ async def read_board(call: ToolCall, ctx: ToolContext) -> ToolResult:
             return ok(call, "This session is not part of a campaign: the board is empty.", {"entries": []})
         campaign = found[0]
         entries = board.read(db, campaign, layer=layer, category=category, outcome=outcome)
-    if call.args.get("others_only"):
-        entries = [e for e in entries if e.session_id != ctx.session_id]
+        if call.args.get("others_only"):
+            entries = [e for e in entries if e.session_id != ctx.session_id]
+        data = board.for_agents(db, entries)
     bound = f"the last {campaign.memory_k} entries" if campaign.memory_k is not None else "every entry"
     lines = [board.entry_line(e) for e in entries]
     text = f"The board ({bound}; {len(lines)} match):\n" + ("\n".join(lines) if lines else "(nothing yet)")
-    return ok(call, text, {"entries": [board.entry_dict(e) for e in entries], "memory_k": campaign.memory_k,
+    return ok(call, text, {"entries": data, "memory_k": campaign.memory_k,
                            "session_id": ctx.session_id})
 
 

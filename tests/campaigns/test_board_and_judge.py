@@ -72,6 +72,40 @@ def test_each_judged_candidate_posts_a_conclusion_that_agents_read_filtered_and_
         assert {(e["from"], e["to"]) for e in tree["edges"]} == {(first.id, swz.id), (first.id, skip.id)}
 
 
+def test_agents_read_each_setting_and_visible_speedup_and_a_kernel_built_on_anothers_is_read_against_it(
+        tmp_path: Path) -> None:
+    db, settings = database(tmp_path)
+    c = new_campaign(db, settings)
+    a, b, _ = members(db, c.id)
+    with unit(db) as u:
+        camp = u.db.get(Campaign, c.id)
+        first, rep = judged(u, a.session_id, START, LEADER)
+        hooks.record(u, a.session_id, first.id or 0, rep, first_verdict(u.db, camp, first, None))
+        two, rep = judged(u, a.session_id, {**START, "stages": 2}, LEADER, parent=first)
+        hooks.record(u, a.session_id, two.id or 0, rep, first_verdict(u.db, camp, two, first.id))
+        again, rep = judged(u, b.session_id, START, LEADER)
+        hooks.record(u, b.session_id, again.id or 0, rep, first_verdict(u.db, camp, again, None))
+        # b's second kernel: a's stages=2 plus causal skipping, with no parent in b's session.
+        built, rep = judged(u, b.session_id, {**START, "stages": 2, "causal_skip": True}, LEADER)
+        built.speedup, built.visible_speedup = 9.0, 7.0  # hidden scenarios are never shown to agents
+        look = first_verdict(u.db, camp, built, None)  # faster than a's #2: re-timed against it
+        hooks.record(u, b.session_id, built.id or 0, rep, after_retime(look, built, report(None)))
+    with db.session() as s:
+        camp = s.get(Campaign, c.id)
+        assert camp is not None
+        entries = board.read(s, camp)
+        last = entries[-1]
+        # Described against the nearest kernel measured before (a's #2), its effects too: causal
+        # skipping alone, x1.0 on decode, not the x-over-the-first-port of stages and skip together.
+        assert last.knobs == {"causal_skip": True} and last.layer == "masking"
+        assert last.effects["decode"] == 1.0 and last.effects["prefill"] > 1.0
+        assert entries[2].knobs == {} and entries[2].summary.startswith("#1")  # a first kernel stays one
+        seen = board.for_agents(s, entries)
+        assert [e["setting"] for e in seen] == [START, {**START, "stages": 2}, START,
+                                                {**START, "stages": 2, "causal_skip": True}]
+        assert seen[-1]["speedup"] == 7.0 and board.entry_dict(last)["speedup"] == 9.0
+
+
 def test_the_campaign_judge_discards_keeps_backups_and_retimes_a_contender(tmp_path: Path) -> None:
     db, settings = database(tmp_path)
     c = new_campaign(db, settings)

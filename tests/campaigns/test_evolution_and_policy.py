@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sqlmodel import select
 
-from app.agents.base import READ_BOARD, SUBMIT_CANDIDATE, Feedback, SteeringMessage, ToolResult
+from app.agents.base import READ_BOARD, SUBMIT_CANDIDATE, AgentStep, Feedback, SteeringMessage, ToolResult
 from app.agents.offline import OfflineAgent, split_parent, start_knobs
 from app.campaigns import evolution, hooks
 from app.campaigns.judge import after_retime, first_verdict
@@ -16,7 +16,7 @@ from app.campaigns.models import BACKUP, LEADER, Campaign, CampaignMember, Mutat
 from app.models import Candidate, Intervention, SteeringSession
 from app.sessions import mark_delivered
 from app.steering import bank
-from kernels.attention.family import KNOB_LAYER, knobs_from_mapping, render
+from kernels.attention.family import KNOB_LAYER, knobs_from_mapping, neighbours, render
 from question_bank.evidence import question_evidence
 from question_bank.models import BankUse
 from tests.campaigns.support import database, judged, new_campaign, report, unit
@@ -110,40 +110,103 @@ def test_the_autonomous_policy_moves_on_by_itself_and_beats_waiting_for_a_questi
     assert all(m["text"] == "" for m in moves)  # no message moved it
 
 
-def test_the_board_keeps_it_from_failures_elsewhere_and_sends_it_to_what_worked() -> None:
+def submitted(step: AgentStep) -> dict[str, object] | None:
+    """The knob changes against the first port of the step's submission (None: no submission)."""
+    call = step.tool_calls[0]
+    k = knobs_of_source(call.args["source"]) if call.name == SUBMIT_CANDIDATE else None
+    return None if k is None else {n: v for n, v in k.items() if v != START[n]}
+
+
+def answered(step: AgentStep, verdict: str, speedup: float) -> Feedback:
+    return Feedback([ToolResult(step.tool_calls[0].call_id, SUBMIT_CANDIDATE, True, "",
+                                {"verdict": verdict, "visible": {"geomean_vs_baseline": speedup}})])
+
+
+def test_the_board_keeps_it_from_failures_elsewhere_and_brings_it_what_worked_in_any_layer() -> None:
     a = OfflineAgent(TASK, {"seed": 0, "focus": "memory", "board": True, "policy": "autonomous"})
     first = asyncio.run(a.step(Feedback()))
     assert [c.name for c in first.tool_calls] == [SUBMIT_CANDIDATE, READ_BOARD]
-    submit, read = first.tool_calls
+    read = first.tool_calls[1]
     board = [{"knobs": {"stages": 2}, "layer": "memory", "campaign_verdict": "discarded", "effects": {}},
              {"knobs": {"smem_layout": "swizzle"}, "layer": "memory", "campaign_verdict": "leader",
               "effects": {"prefill": 1.05}},
              {"knobs": {"causal_skip": True}, "layer": "masking", "campaign_verdict": "backup",
-              "effects": {"prefill": 1.8}}]
+              "effects": {"prefill": 1.8}},
+             {"knobs": {"wg_overlap": False}, "layer": "hopper", "campaign_verdict": "leader",
+              "effects": {"prefill": 1.1}}]  # needs mma=wgmma: no valid setting on this leader
     step = asyncio.run(a.step(Feedback([
-        ToolResult(submit.call_id, SUBMIT_CANDIDATE, True, "", {"verdict": LEADER,
-                                                              "visible": {"geomean_vs_baseline": 2.0}}),
+        answered(first, LEADER, 2.0).results[0],
         ToolResult(read.call_id, READ_BOARD, True, "", {"entries": board})])))
-    chosen = knobs_of_source(step.tool_calls[0].args["source"])
-    assert chosen is not None and chosen["smem_layout"] == "swizzle"  # what worked elsewhere, first
+    # Both changes that worked elsewhere, in another layer too, on its own leader in one kernel;
+    # never the one discarded elsewhere, never one that makes no valid setting here.
+    assert submitted(step) == {"smem_layout": "swizzle", "causal_skip": True}
+    assert step.tool_calls[0].args["title"] == "board: causal_skip=True, smem_layout=swizzle"
+    # Not faster together: then each alone, the larger gain first, then its own layer search.
+    step = asyncio.run(a.step(answered(step, BACKUP, 1.9)))
+    assert submitted(step) == {"causal_skip": True}
+    step = asyncio.run(a.step(answered(step, BACKUP, 1.9)))
+    assert submitted(step) == {"smem_layout": "swizzle"}
     seen = []
-    feedback = Feedback([ToolResult(step.tool_calls[0].call_id, SUBMIT_CANDIDATE, True, "",
-                                    {"verdict": BACKUP, "visible": {"geomean_vs_baseline": 1.9}})])
+    feedback = answered(step, BACKUP, 1.9)
     for _ in range(12):
         step = asyncio.run(a.step(feedback))
-        k = knobs_of_source(step.tool_calls[0].args["source"]) if step.tool_calls[0].name == SUBMIT_CANDIDATE \
-            else None
+        k = submitted(step)
         if k is None:
             break
-        seen.append({n: v for n, v in k.items() if v != START[n]})
-        feedback = Feedback([ToolResult(step.tool_calls[0].call_id, SUBMIT_CANDIDATE, True, "",
-                                        {"verdict": BACKUP, "visible": {"geomean_vs_baseline": 1.9}})])
-    assert {"stages": 2} not in seen  # never retried what was discarded elsewhere
-    # Its own plateau: after `patience` evaluations without a leader it left memory, for the
-    # layer with the best recent gain on the board (masking, x1.8).
+        seen.append(k)
+        feedback = answered(step, BACKUP, 1.9)
+    assert seen and {"smem_layout": "swizzle", "causal_skip": True} not in seen
+    assert {"stages": 2} not in seen and {"causal_skip": True} not in seen  # nothing retried or repeated
+    # Its own plateau: it left memory for the layer the campaign explored least (the board's
+    # entries and its own evaluations), not for the board's best gain: the gain came by adoption.
     moved = next(m for m in a.moves if m["why"].startswith("own policy"))
-    assert moved["from"] == "memory" and moved["to"] == "masking" and "best recent gain" in moved["why"]
-    assert any(KNOB_LAYER[next(iter(d))] == "masking" for d in seen if len(d) == 1)
+    explored = {layer: a.board_layers.get(layer, 0) for layer in ("tiling", "math", "scheduling", "masking")}
+    assert moved["from"] == "memory" and "explored least" in moved["why"]
+    assert explored[moved["to"]] == 0 and moved["to"] != "masking"
+
+
+def test_a_message_comes_before_the_board_and_a_new_leader_is_adopted_onto_once() -> None:
+    a = OfflineAgent(TASK, {"seed": 1, "focus": "tiling", "board": True, "policy": "autonomous"})
+    first = asyncio.run(a.step(Feedback()))
+    board = [{"knobs": {"mma": "wgmma"}, "layer": "math", "campaign_verdict": "leader", "effects": {"gqa": 1.6}}]
+    read = ToolResult(first.tool_calls[1].call_id, READ_BOARD, True, "", {"entries": board})
+    question = SteeringMessage(1, "question", "steer", "How are the pipeline stages sized?", "bank")
+    step = asyncio.run(a.step(Feedback([answered(first, LEADER, 2.0).results[0], read], [question])))
+    assert a.focus == "memory" and submitted(step) != {"mma": "wgmma"}  # the question's layer, this step
+    k = submitted(step)
+    assert k is not None and len(k) == 1 and KNOB_LAYER[next(iter(k))] == "memory"
+    step = asyncio.run(a.step(answered(step, LEADER, 2.2)))  # a new leader of its own
+    assert submitted(step) == {**(k or {}), "mma": "wgmma"}  # the board's change, on that leader
+    step = asyncio.run(a.step(answered(step, BACKUP, 2.1)))
+    later = submitted(step)
+    assert later is not None and "mma" not in later  # tried once on this leader, not again
+
+
+def test_it_builds_on_the_boards_fastest_kernel_and_never_measures_what_another_agent_measured() -> None:
+    a = OfflineAgent(TASK, {"seed": 2, "focus": "tiling", "board": True, "policy": "autonomous"})
+    first = asyncio.run(a.step(Feedback()))
+    fastest = knobs_from_mapping({**START, "stages": 2})
+    others = neighbours(fastest, "tiling")
+    assert len(others) >= 2
+    # Another agent measured stages=2 (2.6x) and every tiling neighbour of it but the last one.
+    board = [{"knobs": {"stages": 2}, "layer": "memory", "campaign_verdict": "leader", "effects": {"prefill": 1.3},
+              "speedup": 2.6, "setting": fastest.to_dict(), "author": "agent 2", "candidate": 2}]
+    board += [{"knobs": {}, "layer": "tiling", "campaign_verdict": "backup", "effects": {"prefill": 0.99},
+               "speedup": 2.5, "setting": n.to_dict(), "author": "agent 2", "candidate": 3 + i}
+              for i, n in enumerate(others[:-1])]
+    read = ToolResult(first.tool_calls[1].call_id, READ_BOARD, True, "", {"entries": board})
+    step = asyncio.run(a.step(Feedback([answered(first, LEADER, 2.0).results[0], read])))
+    assert a.best == fastest.to_dict() and a.foreign_parent and "agent 2's kernel #2" in step.text
+    k = knobs_of_source(step.tool_calls[0].args["source"])
+    assert k == others[-1].to_dict()  # the one tiling neighbour nobody measured
+    assert "parent" not in step.tool_calls[0].args  # its parent lives in another session
+    # Its session's judge calls it a leader (it beats #1 of its own session) but it is slower
+    # than the kernel it built on: that stays its parent. A faster one takes over.
+    step = asyncio.run(a.step(answered(step, LEADER, 2.4)))
+    assert a.best == fastest.to_dict() and a.best_speedup == 2.6
+    k = knobs_of_source(step.tool_calls[0].args["source"])
+    step = asyncio.run(a.step(answered(step, LEADER, 2.9)))
+    assert a.best == k and a.best_speedup == 2.9 and not a.foreign_parent
 
 
 def test_a_parent_line_makes_the_given_setting_the_agents_parent() -> None:
