@@ -31,6 +31,7 @@ import json
 import math
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -216,6 +217,7 @@ class OfflineAgent(Agent):
         self.board_layers: dict[str, int] = {}  # layer -> evaluations in it elsewhere (the board's entries)
         self.board_measured: dict[str, float] = {}  # slug -> visible speedup (0: not correct) measured elsewhere
         self.board_best: dict[str, Any] = {}  # the fastest setting measured elsewhere, its speedup and author
+        self.board_pending: list[str] = []  # slugs other agents submitted that are not judged yet
         self.foreign_parent = False  # the current parent came from another agent (evolution)
         self.since_gain = 0  # evaluations since the last new leader (the autonomous plateau)
 
@@ -304,7 +306,7 @@ class OfflineAgent(Agent):
         for r in feedback.results:
             if r.name == READ_BOARD:
                 if r.ok:
-                    self._read_board(r.data.get("entries") or [])
+                    self._read_board(r.data.get("entries") or [], r.data.get("in_flight") or [])
                 continue
             sent = self.pending.pop(r.call_id, None)
             if sent is None:
@@ -323,8 +325,9 @@ class OfflineAgent(Agent):
                 self.since_gain = 0
         self.pending.clear()
 
-    def _read_board(self, entries: list[dict[str, Any]]) -> None:
-        """Keep what the board says about single knob changes, and the recent gains per layer."""
+    def _read_board(self, entries: list[dict[str, Any]], waiting: Sequence[dict[str, Any]] = ()) -> None:
+        """Keep what the board says: single knob changes that failed or worked, the gains and
+        evaluations per layer, every setting measured (and its speed) or being measured."""
         failed: list[list[str]] = []
         worked: dict[tuple[str, str], float] = {}  # change -> its best gain over its parent
         gains: dict[str, float] = {}
@@ -361,6 +364,14 @@ class OfflineAgent(Agent):
         best_first = sorted(worked, key=lambda pair: -worked[pair])  # stable: board order among equals
         self.board_failed, self.board_gains, self.board_layers = failed, gains, explored
         self.board_measured, self.board_best = measured, fastest
+        pending = []
+        for w in waiting:
+            try:
+                if isinstance(w.get("setting"), dict):
+                    pending.append(knobs_from_mapping(w["setting"]).slug())
+            except KnobError:
+                continue
+        self.board_pending = pending
         self.board_worked = [list(pair) for pair in best_first]
 
     def _own_move(self) -> str:
@@ -449,8 +460,10 @@ class OfflineAgent(Agent):
                 f"({fastest['speedup']:.2f}x, the board's fastest) and go on in {self.focus}.")
 
     def _known(self, setting: Knobs) -> bool:
-        """Measured here, or elsewhere in the campaign (the board): never measured again."""
-        return setting.slug() in self.tried or setting.slug() in self.board_measured
+        """Measured here, or elsewhere in the campaign (the board), or being measured there:
+        never measured again."""
+        slug = setting.slug()
+        return slug in self.tried or slug in self.board_measured or slug in self.board_pending
 
     def _board_adoptions(self) -> list[tuple[Knobs, str, str, str]]:
         """The changes that led or improved elsewhere (best gain first), applied to this agent's
@@ -510,6 +523,7 @@ class OfflineAgent(Agent):
                 "board_failed": self.board_failed, "board_worked": self.board_worked,
                 "board_gains": self.board_gains, "board_layers": self.board_layers,
                 "board_measured": self.board_measured, "board_best": self.board_best,
+                "board_pending": self.board_pending,
                 "foreign_parent": self.foreign_parent,
                 "since_gain": self.since_gain}
 
@@ -532,5 +546,6 @@ class OfflineAgent(Agent):
         self.board_layers = {str(k): int(v) for k, v in state.get("board_layers", {}).items()}
         self.board_measured = {str(k): float(v) for k, v in state.get("board_measured", {}).items()}
         self.board_best = dict(state.get("board_best", {}))
+        self.board_pending = [str(x) for x in state.get("board_pending", [])]
         self.foreign_parent = bool(state.get("foreign_parent", False))
         self.since_gain = int(state.get("since_gain", 0))

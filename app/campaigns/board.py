@@ -13,7 +13,7 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from app.campaigns.models import DISCARDED, LEADER, BoardEntry, Campaign, CampaignMember
-from app.models import Candidate
+from app.models import EVALUATED, EVALUATING, QUEUED, Candidate
 from app.sessions import suite_report
 from harness.report import EvaluationReport
 
@@ -150,6 +150,26 @@ def for_agents(db: Session, entries: list[BoardEntry]) -> list[dict[str, Any]]:
         out.append({**entry_dict(e), "speedup": cand.visible_speedup if cand is not None else None,
                     "setting": knobs_of_source(cand.source) if cand is not None else None})
     return out
+
+
+def in_flight(db: Session, campaign: Campaign, exclude_session: int | None = None) -> list[dict[str, Any]]:
+    """The members' kernels submitted and not yet on the board (queued, evaluating, or evaluated
+    and still being judged), oldest first: who, which number, and the setting where it is a
+    family kernel. Agents read it with the board so that two of them do not measure one
+    kernel at the same time; it says nothing about how fast a kernel is."""
+    members = {m.session_id: m.name for m in db.exec(select(CampaignMember)
+                                                      .where(CampaignMember.campaign_id == campaign.id))}
+    members.pop(exclude_session or -1, None)
+    if not members:
+        return []
+    judged = select(BoardEntry.candidate_id).where(BoardEntry.campaign_id == campaign.id,
+                                                   col(BoardEntry.candidate_id).is_not(None))
+    waiting = db.exec(select(Candidate).where(col(Candidate.session_id).in_(list(members)),
+                                              col(Candidate.status).in_((QUEUED, EVALUATING, EVALUATED)),
+                                              col(Candidate.id).not_in(judged))
+                      .order_by(col(Candidate.id))).all()
+    return [{"session_id": c.session_id, "candidate": c.number, "author": members[c.session_id],
+             "title": c.title[:120], "setting": knobs_of_source(c.source)} for c in waiting]
 
 
 def entry_dict(e: BoardEntry) -> dict[str, Any]:

@@ -11,7 +11,8 @@ DESCRIPTION = (
     "Read the campaign's board: one line per judged kernel of every agent in this campaign - what "
     "changed (the layer and knobs, or a summary of the diff), its effect per scenario category "
     "(x over its parent) and its verdict (leader, backup, discarded); in the data, each entry's "
-    "whole knob setting (family kernels) and its speedup over the visible scenarios. Filter by "
+    "whole knob setting (family kernels) and its speedup over the visible scenarios, and the "
+    "kernels other agents submitted that are not judged yet (`in_flight`). Filter by "
     "layer, category or outcome (leader, backup, discarded, improved, worse). Outside a campaign "
     "the board is empty."
 )
@@ -48,10 +49,13 @@ async def read_board(call: ToolCall, ctx: ToolContext) -> ToolResult:
         if call.args.get("others_only"):
             entries = [e for e in entries if e.session_id != ctx.session_id]
         data = board.for_agents(db, entries)
+        waiting = board.in_flight(db, campaign, ctx.session_id if call.args.get("others_only") else None)
     bound = f"the last {campaign.memory_k} entries" if campaign.memory_k is not None else "every entry"
     lines = [board.entry_line(e) for e in entries]
     text = f"The board ({bound}; {len(lines)} match):\n" + ("\n".join(lines) if lines else "(nothing yet)")
-    return ok(call, text, {"entries": data, "memory_k": campaign.memory_k,
+    if waiting:
+        text += "\nSubmitted, not judged yet: " + "; ".join(f"{w['author']} #{w['candidate']}" for w in waiting)
+    return ok(call, text, {"entries": data, "in_flight": waiting, "memory_k": campaign.memory_k,
                            "session_id": ctx.session_id})
 
 

@@ -3,17 +3,21 @@ campaign plateau's strategy switch, and the tree's ghost nodes, on a real SQLite
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from sqlmodel import select
 
-from app.agents.base import Feedback, SteeringMessage, ToolResult
+from app.agents.base import READ_BOARD, Feedback, SteeringMessage, ToolCall, ToolResult
 from app.agents.offline import OfflineAgent, start_knobs
 from app.campaigns import board, hooks
 from app.campaigns.judge import CONTENDER, after_retime, first_verdict
 from app.campaigns.models import BACKUP, DISCARDED, LEADER, BoardEntry, Campaign, CampaignMember
 from app.campaigns.views import campaign_view
-from app.models import REJECTED, Event, Intervention
+from app.context import ServerContext
+from app.models import EVALUATING, QUEUED, REJECTED, Event, Intervention
+from app.tools.base import ToolContext
+from app.tools.table import dispatch
 from kernels.attention.family import LAYERS
 from tests.campaigns.support import database, judged, new_campaign, report, unit
 from tests.test_agents_offline import TASK
@@ -104,6 +108,27 @@ def test_agents_read_each_setting_and_visible_speedup_and_a_kernel_built_on_anot
         assert [e["setting"] for e in seen] == [START, {**START, "stages": 2}, START,
                                                 {**START, "stages": 2, "causal_skip": True}]
         assert seen[-1]["speedup"] == 7.0 and board.entry_dict(last)["speedup"] == 9.0
+        assert board.in_flight(s, camp) == []  # everything submitted is on the board
+    with unit(db) as u:  # a's third kernel is on the device, b's fourth waits in the queue
+        third, _ = judged(u, a.session_id, {**START, "causal_skip": True}, LEADER)
+        third.status, third.verdict = EVALUATING, None
+        fourth, _ = judged(u, b.session_id, {**START, "stages": 1}, LEADER)
+        fourth.status, fourth.verdict = QUEUED, None
+    with db.session() as s:
+        camp = s.get(Campaign, c.id)
+        assert camp is not None
+        waiting = board.in_flight(s, camp)
+        assert [(w["session_id"], w["candidate"], w["setting"]) for w in waiting] == \
+            [(a.session_id, 3, {**START, "causal_skip": True}), (b.session_id, 3, {**START, "stages": 1})]
+        assert [w["candidate"] for w in board.in_flight(s, camp, exclude_session=a.session_id)] == [3]
+    # What b's agent reads through the tool: the others' entries with settings and visible
+    # speedups, and a's kernel on the device (not its own queued one).
+    tools = ToolContext(b.session_id, ServerContext(settings, db), None, None, None, None)  # type: ignore[arg-type]
+    read = asyncio.run(dispatch(ToolCall(READ_BOARD, {"others_only": True}, "r1"), tools))
+    assert read.ok and [e["candidate"] for e in read.data["entries"]] == [1, 2]
+    assert all(e["session_id"] == a.session_id and e["setting"] for e in read.data["entries"])
+    assert [(w["author"], w["candidate"]) for w in read.data["in_flight"]] == [(a.name, 3)]
+    assert f"Submitted, not judged yet: {a.name} #3" in read.text
 
 
 def test_the_campaign_judge_discards_keeps_backups_and_retimes_a_contender(tmp_path: Path) -> None:

@@ -187,18 +187,20 @@ def test_it_builds_on_the_boards_fastest_kernel_and_never_measures_what_another_
     first = asyncio.run(a.step(Feedback()))
     fastest = knobs_from_mapping({**START, "stages": 2})
     others = neighbours(fastest, "tiling")
-    assert len(others) >= 2
-    # Another agent measured stages=2 (2.6x) and every tiling neighbour of it but the last one.
+    assert len(others) >= 3
+    # Another agent measured stages=2 (2.6x) and every tiling neighbour of it but the last two;
+    # a third agent is measuring the second to last one right now.
     board = [{"knobs": {"stages": 2}, "layer": "memory", "campaign_verdict": "leader", "effects": {"prefill": 1.3},
               "speedup": 2.6, "setting": fastest.to_dict(), "author": "agent 2", "candidate": 2}]
     board += [{"knobs": {}, "layer": "tiling", "campaign_verdict": "backup", "effects": {"prefill": 0.99},
                "speedup": 2.5, "setting": n.to_dict(), "author": "agent 2", "candidate": 3 + i}
-              for i, n in enumerate(others[:-1])]
-    read = ToolResult(first.tool_calls[1].call_id, READ_BOARD, True, "", {"entries": board})
+              for i, n in enumerate(others[:-2])]
+    waiting = [{"session_id": 9, "candidate": 4, "author": "agent 3", "setting": others[-2].to_dict()}]
+    read = ToolResult(first.tool_calls[1].call_id, READ_BOARD, True, "", {"entries": board, "in_flight": waiting})
     step = asyncio.run(a.step(Feedback([answered(first, LEADER, 2.0).results[0], read])))
     assert a.best == fastest.to_dict() and a.foreign_parent and "agent 2's kernel #2" in step.text
     k = knobs_of_source(step.tool_calls[0].args["source"])
-    assert k == others[-1].to_dict()  # the one tiling neighbour nobody measured
+    assert k == others[-1].to_dict()  # the one tiling neighbour nobody measured or is measuring
     assert "parent" not in step.tool_calls[0].args  # its parent lives in another session
     # Its session's judge calls it a leader (it beats #1 of its own session) but it is slower
     # than the kernel it built on: that stays its parent. A faster one takes over.
