@@ -307,26 +307,32 @@ def _stats(values: list[float]) -> str:
 
 
 def table(summaries: list[dict[str, Any]]) -> str:
+    """The arms over the seeds of `summaries`. Where two summaries hold one arm of one seed, the
+    later one's counts (an arm run again after a change, e.g. `--arms board`)."""
     rows: dict[str, dict[str, list[float]]] = {}
     standin = any(s["cpu_standin"] for s in summaries)
-    n = 0
+    latest: dict[tuple[str, str], dict[str, Any]] = {}
     for s in summaries:
-        for results in s["seeds"].values():
-            n += 1
+        for seed, results in s["seeds"].items():
             for arm, r in results.items():
-                row = rows.setdefault(arm, {"base": [], "gain": [], "cudnn": [], "flash": [], "fa3": [], "evals": []})
-                row["evals"].append(float(r["evaluations"]))
-                base = r.get("final_vs_baseline") or r.get("vs_baseline")
-                if base:
-                    row["base"].append(base)
-                # The gain over the first port compares two numbers over the same scenarios: the
-                # leader's and the first port's, both from the campaign's own evaluations.
-                if r.get("vs_baseline") and r.get("first_port"):
-                    row["gain"].append(r["vs_baseline"] / r["first_port"])
-                for key, field in (("cudnn", "vs_cudnn"), ("flash", "vs_flash"), ("fa3", "vs_fa3")):
-                    if r.get(field):
-                        row[key].append(r[field])
-    lines = [f"{n} seed(s); geomean over seeds, ± standard deviation, [range]"]
+                latest[seed, arm] = r
+    n = len({seed for seed, _ in latest})
+    replaced = sum(len(results) for s in summaries for results in s["seeds"].values()) - len(latest)
+    for (_seed, arm), r in sorted(latest.items(), key=lambda kv: (len(kv[0][0]), kv[0][0])):
+        row = rows.setdefault(arm, {"base": [], "gain": [], "cudnn": [], "flash": [], "fa3": [], "evals": []})
+        row["evals"].append(float(r["evaluations"]))
+        base = r.get("final_vs_baseline") or r.get("vs_baseline")
+        if base:
+            row["base"].append(base)
+        # The gain over the first port compares two numbers over the same scenarios: the
+        # leader's and the first port's, both from the campaign's own evaluations.
+        if r.get("vs_baseline") and r.get("first_port"):
+            row["gain"].append(r["vs_baseline"] / r["first_port"])
+        for key, field in (("cudnn", "vs_cudnn"), ("flash", "vs_flash"), ("fa3", "vs_fa3")):
+            if r.get(field):
+                row[key].append(r[field])
+    lines = [f"{n} seed(s); geomean over seeds, ± standard deviation, [range]"
+             + (f"; {replaced} arm run(s) replaced by a later summary's" if replaced else "")]
     if standin:
         lines.insert(0, STANDIN_LABEL)
     lines.append(f"{'arm':<11} {'evaluations':<12} {'x baseline':<34} {'x first port':<34} {'x cuDNN':<34} "

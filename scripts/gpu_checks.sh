@@ -8,8 +8,9 @@
 #
 # Parts: verifier (cheat table, checks' overhead, fa2-mma-a timed twice over all 182),
 # gallery (wgmma-ws-a over all 182 with every peer), tests (pytest -m gpu), cluster (two
-# workers on one GPU, the whole suite sharded; GPUS=0,1 puts them on two GPUs), campaigns (issue 15's experiment, three seeds;
-# EVALUATIONS, SEEDS and DEADLINE_S override its budget). Each part's log lands in OUTDIR; a table last.
+# workers on one GPU, the whole suite sharded; GPUS=0,1 puts them on two GPUs), campaigns
+# (issue 15's experiment, three seeds, one per GPU at once; EVALUATIONS, SEEDS, ARMS and
+# DEADLINE_S override it). Each part's log lands in OUTDIR; a table last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR=${1:?usage: gpu_checks.sh OUTDIR PART...}
@@ -69,7 +70,8 @@ for part in "$@"; do
           # shellcheck disable=SC2086
           CUDA_VISIBLE_DEVICES=$g step "campaigns-s$seed" python3 scripts/campaign_experiment.py \
             --out "$OUT_DIR/campaigns/s$seed" --seeds "$seed" --evaluations "${EVALUATIONS:-12}" \
-            --deadline-s "${DEADLINE_S:-480}" --scenarios $FIVE > /dev/null &
+            --deadline-s "${DEADLINE_S:-480}" --arms ${ARMS:-autonomous bank board evolution} \
+            --scenarios $FIVE > /dev/null &
         done
         wait
       done

@@ -24,7 +24,7 @@ from app.settings import Settings
 from app.steering import bank
 from app.steering.triggers import TriggerHit
 from question_bank.auto_ask import AutoAsker, AutoAskPolicy, set_policy
-from scripts.campaign_experiment import answer_pause, arm_spec
+from scripts.campaign_experiment import answer_pause, arm_spec, table
 from tests.conftest import ROOT
 
 SCRIPT = ROOT / "scripts" / "campaign_experiment.py"
@@ -127,3 +127,23 @@ def test_a_paused_member_is_answered_by_the_bank_or_resumed_without_a_message(
         assert [e.get("author") for e in events if e.get("from") == "paused"] == [author]
     finally:
         database.dispose()
+
+
+def test_the_table_takes_an_arm_run_again_from_the_later_summary() -> None:
+    """The H200 summaries kept in examples/, then the board arm of seeds 0 and 1 run again (as
+    after a change to the board): the later board rows count, every other arm stays."""
+    kept = [json.loads(p.read_text()) for p in
+            sorted((ROOT / "examples" / "campaigns" / "h200-2026-12-01-judge-fixed").glob("summary-seed*.json"))]
+    assert len(kept) == 3
+    again = {"cpu_standin": False, "label": "H200", "settings": {}, "seeds": {
+        seed: {"board": {**kept[0]["seeds"]["0"]["board"], "final_vs_baseline": x, "vs_baseline": x * 1.1}}
+        for seed, x in (("0", 20.0), ("1", 22.0))}}
+    before, after = table(kept), table([*kept, again])
+    assert before.splitlines()[0] == "3 seed(s); geomean over seeds, ± standard deviation, [range]"
+    assert after.splitlines()[0].endswith("; 2 arm run(s) replaced by a later summary's")
+    row = {line.split()[0]: line for line in after.splitlines()[2:6]}
+    old = {line.split()[0]: line for line in before.splitlines()[2:6]}
+    assert row["bank"] == old["bank"] and row["autonomous"] == old["autonomous"]
+    # board, x baseline: seeds 0 and 1 now 20 and 22, seed 2 still its own 13.674
+    assert "[13.674-22.000]" in row["board"] and row["board"] != old["board"]
+    assert "campaign with board vs best solo arm: +18.2%" in after  # (20*22*13.674)^(1/3) / 15.382
