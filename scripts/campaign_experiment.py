@@ -333,6 +333,10 @@ def table(summaries: list[dict[str, Any]]) -> str:
                 row[key].append(r[field])
     lines = [f"{n} seed(s); geomean over seeds, ± standard deviation, [range]"
              + (f"; {replaced} arm run(s) replaced by a later summary's" if replaced else "")]
+    seeds_of = {arm: sorted((seed for seed, a in latest if a == arm), key=lambda x: (len(x), x)) for arm in rows}
+    if len({tuple(v) for v in seeds_of.values()}) > 1:
+        lines.append("WARNING: the arms ran over different seeds, so the comparisons below mix them: "
+                     + "; ".join(f"{arm} {','.join(seeds_of[arm])}" for arm in ARMS if arm in seeds_of))
     if standin:
         lines.insert(0, STANDIN_LABEL)
     lines.append(f"{'arm':<11} {'evaluations':<12} {'x baseline':<34} {'x first port':<34} {'x cuDNN':<34} "

@@ -61,21 +61,29 @@ for part in "$@"; do
             decode-llama3-8b-tp1-q4-b128-k1024 ragged-d256-q2049-k4097-causal"
       # One seed per GPU at once (CUDA_VISIBLE_DEVICES picks it), in rounds of as many GPUs as
       # the machine has: seeds are independent experiments.
-      NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU') || NGPU=1
-      [ "$NGPU" -ge 1 ] || NGPU=1
+      # The GPUs this call may use: CUDA_VISIBLE_DEVICES where it is set, else every one listed.
+      if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+        IFS=, read -r -a DEVS <<< "$CUDA_VISIBLE_DEVICES"
+      else
+        DEVS=()
+        listed=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+        for ((d = 0; d < listed; d++)); do DEVS+=("$d"); done
+      fi
+      [ "${#DEVS[@]}" -ge 1 ] || DEVS=(0)
+      NGPU=${#DEVS[@]}
       read -r -a SEED_LIST <<< "${SEEDS:-0 1 2}"
       for ((i = 0; i < ${#SEED_LIST[@]}; i += NGPU)); do
         for ((g = 0; g < NGPU && i + g < ${#SEED_LIST[@]}; g++)); do
           seed=${SEED_LIST[i + g]}
           # shellcheck disable=SC2086
-          CUDA_VISIBLE_DEVICES=$g step "campaigns-s$seed" python3 scripts/campaign_experiment.py \
+          CUDA_VISIBLE_DEVICES=${DEVS[g]} step "campaigns-s$seed" python3 scripts/campaign_experiment.py \
             --out "$OUT_DIR/campaigns/s$seed" --seeds "$seed" --evaluations "${EVALUATIONS:-12}" \
             --deadline-s "${DEADLINE_S:-480}" --arms ${ARMS:-autonomous bank board evolution} \
             --scenarios $FIVE > /dev/null &
         done
         wait
       done
-      tail -n 4 "$OUT_DIR"/campaigns-s*.log
+      [ "${#SEED_LIST[@]}" -gt 0 ] && tail -n 4 "$OUT_DIR"/campaigns-s*.log
       step campaigns-table python3 scripts/campaign_experiment.py --table "$OUT_DIR"/campaigns/s*
       ;;
     *) echo "unknown part $part" >&2; exit 2 ;;

@@ -12,15 +12,18 @@ is acknowledged and changes nothing: every large gain in the findings followed a
 
 Two options make it a campaign member and a fair control (docs/campaigns.md):
 - `policy: "autonomous"`: at its own plateau (`patience` evaluations without a new leader, or no
-  untried neighbour left) it moves on by itself instead of declaring the limit: to the layer with
-  the best recent gain on the board (when it has one left to try here), else to the layer it
-  explored least that still has untried neighbours. "No questions" then competes.
-- `board: true`: after each submission it reads the campaign's board (`read_board`); it never
-  retries a knob change that was discarded elsewhere, and tries first, on its own leader, each
-  change that led or improved elsewhere, whatever its layer (once each, best gain first; a
-  message in the same step comes first). Its own layer search then goes on from there. A
-  "Switch strategy: LAYER" message (the campaign plateau) moves it to LAYER; a "Parent: ...
-  knobs {...}" line (evolution) makes that setting its parent.
+  untried neighbour left) it moves on by itself instead of declaring the limit: to the layer it
+  explored least that still has untried neighbours (in a board campaign, the layer the whole
+  campaign explored least). "No questions" then competes.
+- `board: true`: after each submission it reads the campaign's board (`read_board`). Unless a
+  message came in the same step (a message comes first): the campaign leader's setting becomes
+  its parent where it beats its own leader by more than 1%; it tries on its leader the changes
+  that led or improved elsewhere, whatever their layer (all together, then each alone, best
+  gain first, once per leader); it never measures a setting the board shows measured or in
+  flight, nor a single change discarded elsewhere; its own plateau takes it to the layer the
+  campaign explored least. Its own layer search goes on from there. A "Switch strategy: LAYER"
+  message (the campaign plateau) moves it to LAYER; a "Parent: ... knobs {...}" line
+  (evolution) makes that setting its parent.
 
 Deterministic for a seed: candidates are ordered by a hash of (seed, setting)."""
 
@@ -213,12 +216,12 @@ class OfflineAgent(Agent):
         self.moves: list[dict[str, Any]] = []  # how each question changed (or not) the focus
         self.board_failed: list[list[str]] = []  # [knob, value] discarded elsewhere: never retried
         self.board_worked: list[list[str]] = []  # [knob, value] that led or improved elsewhere: tried first
-        self.board_gains: dict[str, float] = {}  # layer -> best recent gain elsewhere (x over its parent)
         self.board_layers: dict[str, int] = {}  # layer -> evaluations in it elsewhere (the board's entries)
         self.board_measured: dict[str, float] = {}  # slug -> visible speedup (0: not correct) measured elsewhere
-        self.board_best: dict[str, Any] = {}  # the fastest setting measured elsewhere, its speedup and author
+        self.board_best: dict[str, Any] = {}  # the campaign leader's setting (as of the board), speedup, author
         self.board_pending: list[str] = []  # slugs other agents submitted that are not judged yet
-        self.foreign_parent = False  # the current parent came from another agent (evolution)
+        self.foreign_parent = False  # the current parent came from another agent (evolution, the board)
+        self.followed = False  # ... from the board: kept until a kernel of its own is faster
         self.since_gain = 0  # evaluations since the last new leader (the autonomous plateau)
 
     # -- the step ---------------------------------------------------------------------------
@@ -317,20 +320,19 @@ class OfflineAgent(Agent):
             self.tried[sent["slug"]] = {**sent, "verdict": verdict, "speedup": speedup}
             self.layer_evals[sent["layer"]] += 1
             self.since_gain += 1
-            behind = (self.foreign_parent and self.best_speedup is not None
+            behind = (self.followed and self.best_speedup is not None
                       and not (isinstance(speedup, (int, float)) and speedup > self.best_speedup))
             if verdict == "leader" and not behind:  # (a session's leader slower than the parent it built on: no)
                 self.best, self.best_speedup, self.has_leader = sent["knobs"], speedup, True
-                self.foreign_parent = False
+                self.foreign_parent = self.followed = False
                 self.since_gain = 0
         self.pending.clear()
 
     def _read_board(self, entries: list[dict[str, Any]], waiting: Sequence[dict[str, Any]] = ()) -> None:
-        """Keep what the board says: single knob changes that failed or worked, the gains and
+        """Keep what the board says: single knob changes that failed or worked, the
         evaluations per layer, every setting measured (and its speed) or being measured."""
         failed: list[list[str]] = []
         worked: dict[tuple[str, str], float] = {}  # change -> its best gain over its parent
-        gains: dict[str, float] = {}
         explored: dict[str, int] = {}
         measured: dict[str, float] = {}
         fastest: dict[str, Any] = {}
@@ -343,7 +345,7 @@ class OfflineAgent(Agent):
                 fine = e.get("campaign_verdict") != "discarded" and isinstance(e.get("speedup"), (int, float))
                 speed = float(e["speedup"]) if fine else 0.0
                 measured[setting.slug()] = max(measured.get(setting.slug(), 0.0), speed)
-                if speed > fastest.get("speedup", 0.0):
+                if e.get("campaign_verdict") == "leader" and speed > 0:  # the newest one is the campaign's leader
                     fastest = {"knobs": setting.to_dict(), "speedup": speed, "author": str(e.get("author", "")),
                                "candidate": e.get("candidate")}
             knobs = e.get("knobs") or {}
@@ -359,10 +361,8 @@ class OfflineAgent(Agent):
             for layer in str(e.get("layer") or "").split(","):
                 if layer in LAYERS:
                     explored[layer] = explored.get(layer, 0) + 1
-                    if gain is not None and gain > 1.01:
-                        gains[layer] = max(gains.get(layer, 0.0), gain)
         best_first = sorted(worked, key=lambda pair: -worked[pair])  # stable: board order among equals
-        self.board_failed, self.board_gains, self.board_layers = failed, gains, explored
+        self.board_failed, self.board_layers = failed, explored
         self.board_measured, self.board_best = measured, fastest
         pending = []
         for w in waiting:
@@ -375,14 +375,15 @@ class OfflineAgent(Agent):
         self.board_worked = [list(pair) for pair in best_first]
 
     def _own_move(self) -> str:
-        """The autonomous plateau policy: the layer with the best recent gain on the board that
-        still has untried neighbours here, else the least explored layer that has some."""
+        """The autonomous plateau policy, among the layers that still have untried neighbours
+        here: with the board, the one the campaign explored least (its own evaluations and the
+        board's entries; adoption already brings the others' gains), else the one it explored
+        least itself."""
         here = self.focus
         options = {layer: len(self._untried_neighbours(layer)) for layer in LAYERS if layer != here}
         options = {layer: n for layer, n in options.items() if n}
         if not options:
             return ""
-        by_gain = [layer for layer in options if self.board_gains.get(layer, 0.0) > 1.01]
         if self.settings.board:
             # The board brings the others' gains here already (adoptions): go where the campaign
             # has looked least, here and elsewhere, so that its agents spread instead of herding.
@@ -390,9 +391,6 @@ class OfflineAgent(Agent):
                                                      -options[layer], LAYERS.index(layer)))
             seen = self.layer_evals[target] + self.board_layers.get(target, 0)
             why = f"{target} is the layer the campaign explored least ({seen} evaluations)"
-        elif by_gain:
-            target = max(by_gain, key=lambda layer: (self.board_gains[layer], -LAYERS.index(layer)))
-            why = f"the board's best recent gain elsewhere is in {target} (x{self.board_gains[target]:.2f})"
         else:
             target = min(options, key=lambda layer: (self.layer_evals[layer], -options[layer], LAYERS.index(layer)))
             why = f"{target} is the layer I explored least ({self.layer_evals[target]} evaluations)"
@@ -412,7 +410,7 @@ class OfflineAgent(Agent):
             except KnobError:
                 adopted = " The parent's knobs are not a valid setting; I keep my own."
             else:
-                self.foreign_parent = True
+                self.foreign_parent, self.followed = True, False
                 adopted = " I start from the parent you give me."
         switch = _SWITCH_RE.match(m.text)
         if switch and switch.group(1).lower() in LAYERS:
@@ -447,7 +445,8 @@ class OfflineAgent(Agent):
         return f"Your question moves me from {before} to {target} ({why})."
 
     def _follow_board(self) -> str:
-        """The fastest setting on the board becomes this agent's parent where it beats its own
+        """The campaign leader's setting (the board's newest leader entry, crowned by the
+        campaign judge after its re-time) becomes this agent's parent where it beats its own
         leader by more than 1% (visible scenarios): the agents search their own layers around
         the campaign's best kernel instead of each re-deriving it change by change."""
         fastest = self.board_best
@@ -456,8 +455,9 @@ class OfflineAgent(Agent):
             return ""
         self.best, self.best_speedup = dict(fastest["knobs"]), float(fastest["speedup"])
         self.foreign_parent, self.since_gain, self.declared, self.circled = True, 0, False, 0
+        self.followed = True
         return (f"I build on {fastest['author'] or 'another agent'}'s kernel #{fastest['candidate']} "
-                f"({fastest['speedup']:.2f}x, the board's fastest) and go on in {self.focus}.")
+                f"({fastest['speedup']:.2f}x, the campaign leader) and go on in {self.focus}.")
 
     def _known(self, setting: Knobs) -> bool:
         """Measured here, or elsewhere in the campaign (the board), or being measured there:
@@ -484,6 +484,8 @@ class OfflineAgent(Agent):
             if self._known(setting) or setting.to_dict() == self.best:
                 continue
             out.append((setting, layer, knob, value))
+            if any(c.startswith(f"{knob}=") for c in changes):
+                continue  # one value per knob in the stack: the best gain's
             try:  # every change that worked elsewhere at once, where they make a valid setting
                 stacked = parse_knobs(f"{knob}={value}", stacked, files=False).validate()
                 changes.append(f"{knob}={value}")
@@ -521,9 +523,9 @@ class OfflineAgent(Agent):
                 "layer_evals": dict(self.layer_evals), "declared": self.declared, "circled": self.circled,
                 "calls": self.calls, "started": self.started, "moves": self.moves,
                 "board_failed": self.board_failed, "board_worked": self.board_worked,
-                "board_gains": self.board_gains, "board_layers": self.board_layers,
+                "board_layers": self.board_layers,
                 "board_measured": self.board_measured, "board_best": self.board_best,
-                "board_pending": self.board_pending,
+                "board_pending": self.board_pending, "followed": self.followed,
                 "foreign_parent": self.foreign_parent,
                 "since_gain": self.since_gain}
 
@@ -542,10 +544,10 @@ class OfflineAgent(Agent):
         self.moves = list(state.get("moves", []))
         self.board_failed = [list(p) for p in state.get("board_failed", [])]
         self.board_worked = [list(p) for p in state.get("board_worked", [])]
-        self.board_gains = {str(k): float(v) for k, v in state.get("board_gains", {}).items()}
         self.board_layers = {str(k): int(v) for k, v in state.get("board_layers", {}).items()}
         self.board_measured = {str(k): float(v) for k, v in state.get("board_measured", {}).items()}
         self.board_best = dict(state.get("board_best", {}))
         self.board_pending = [str(x) for x in state.get("board_pending", [])]
+        self.followed = bool(state.get("followed", False))
         self.foreign_parent = bool(state.get("foreign_parent", False))
         self.since_gain = int(state.get("since_gain", 0))

@@ -6,6 +6,7 @@ bound (the last K entries, or all of them)."""
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 from collections import defaultdict
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from app.campaigns.models import DISCARDED, LEADER, BoardEntry, Campaign, CampaignMember
-from app.models import EVALUATED, EVALUATING, QUEUED, Candidate
+from app.models import DONE, EVALUATED, EVALUATING, FAILED, QUEUED, STOPPED, Candidate, SteeringSession
 from app.sessions import suite_report
 from harness.report import EvaluationReport
 
@@ -26,11 +27,27 @@ OUTCOMES = ("leader", "backup", "discarded", "improved", "worse")
 EFFECT_NOISE = 0.01  # an effect within 1% of no change is no effect
 
 
-def knobs_of_source(text: str) -> dict[str, Any] | None:
-    """The knob setting a rendered family kernel records, or None (the family's own reader)."""
+@functools.lru_cache(maxsize=4096)
+def _setting(text: str) -> tuple[tuple[str, Any], ...] | None:
+    from kernels.attention.family import KnobError, knobs_from_mapping, render
     from kernels.attention.family.render import recorded_knobs
 
-    return recorded_knobs(text)
+    knobs = recorded_knobs(text)
+    if knobs is None:
+        return None
+    try:
+        exact = render(knobs_from_mapping(knobs)) == text
+    except (KnobError, TypeError, ValueError):
+        return None
+    return tuple(knobs.items()) if exact else None
+
+
+def knobs_of_source(text: str) -> dict[str, Any] | None:
+    """The knob setting of a family kernel: the one its header records, and only when the
+    family renders exactly this file from it (a kernel edited by hand, or any other text, has
+    none: its header is the author's claim, not what runs)."""
+    found = _setting(text)
+    return dict(found) if found is not None else None
 
 
 def describe_change(source: str, parent_source: str | None, title: str) -> tuple[str, dict[str, Any], str]:
@@ -78,9 +95,12 @@ def post(db: Session, campaign: Campaign, member: CampaignMember, cand: Candidat
     effects: dict[str, float] = {}
     if report is not None and campaign_verdict != DISCARDED:
         mine = category_speedups(report, visible_only=True)
-        p = suite_report(db, parent.id if parent else None)
-        base = category_speedups(p, visible_only=True) if p is not None else {}
-        effects = {cat: round(v / base.get(cat, 1.0), 4) for cat, v in mine.items()}
+        if parent is None:  # a first kernel: its own speedups over the baseline
+            effects = {cat: round(v, 4) for cat, v in mine.items()}
+        else:  # over its parent, in the categories both were measured in (none: no effect known)
+            p = suite_report(db, parent.id)
+            base = category_speedups(p, visible_only=True) if p is not None else {}
+            effects = {cat: round(v / base[cat], 4) for cat, v in mine.items() if base.get(cat)}
     entry = BoardEntry(campaign_id=campaign.id or 0, session_id=cand.session_id, candidate_id=cand.id,
                        candidate_number=cand.number, author=member.name, layer=layer, knobs=knobs,
                        summary=summary[:300], effects=effects, verdict=cand.verdict or "",
@@ -92,23 +112,26 @@ def post(db: Session, campaign: Campaign, member: CampaignMember, cand: Candidat
 
 def nearest_measured(db: Session, campaign: Campaign, cand: Candidate, most: int = 3) -> Candidate | None:
     """For a family kernel submitted without a parent in its own session (an agent that builds
-    on another member's kernel): the campaign's earlier kernel whose setting differs from it in
-    the fewest knobs (1 to `most`; the earliest among equals), so that its board entry says
-    what changed and its effects are read against that kernel. None for other kernels."""
+    on another member's kernel): the campaign's earlier correct kernel (judged leader or
+    backup) whose setting differs from it in the fewest knobs (1 to `most`; among equals the
+    latest, which is what an agent following the board builds on), so that its board entry
+    says what changed and its effects are read against that kernel. None for other kernels."""
     mine = knobs_of_source(cand.source)
     if mine is None:
         return None
-    ids = [i for i in db.exec(select(BoardEntry.candidate_id).where(BoardEntry.campaign_id == campaign.id)
-                              .order_by(col(BoardEntry.id))) if i is not None and i != cand.id]
-    best: tuple[int, Candidate] | None = None
-    for other in db.exec(select(Candidate).where(col(Candidate.id).in_(ids))) if ids else []:
+    rows = db.exec(select(Candidate).join(BoardEntry, col(BoardEntry.candidate_id) == col(Candidate.id))
+                   .where(BoardEntry.campaign_id == campaign.id, BoardEntry.campaign_verdict != DISCARDED,
+                          Candidate.id != cand.id)).all()
+    best: tuple[int, int, Candidate] | None = None
+    for other in rows:
         theirs = knobs_of_source(other.source)
         if theirs is None:
             continue
         distance = sum(1 for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
-        if 1 <= distance <= most and (best is None or (distance, other.id or 0) < (best[0], best[1].id or 0)):
-            best = (distance, other)
-    return best[1] if best else None
+        key = (distance, -(other.id or 0))
+        if 1 <= distance <= most and (best is None or key < best[:2]):
+            best = (*key, other)
+    return best[2] if best else None
 
 
 def visible_entries(db: Session, campaign: Campaign) -> list[BoardEntry]:
@@ -154,11 +177,13 @@ def for_agents(db: Session, entries: list[BoardEntry]) -> list[dict[str, Any]]:
 
 def in_flight(db: Session, campaign: Campaign, exclude_session: int | None = None) -> list[dict[str, Any]]:
     """The members' kernels submitted and not yet on the board (queued, evaluating, or evaluated
-    and still being judged), oldest first: who, which number, and the setting where it is a
-    family kernel. Agents read it with the board so that two of them do not measure one
-    kernel at the same time; it says nothing about how fast a kernel is."""
-    members = {m.session_id: m.name for m in db.exec(select(CampaignMember)
-                                                      .where(CampaignMember.campaign_id == campaign.id))}
+    and still being judged), oldest first, of members whose session has not ended (a failed
+    session's queued kernel never runs): who, which number, its title (the agent's own words),
+    and the setting where it is a family kernel. Agents read it with the board so that two of
+    them do not measure one kernel at the same time; it says nothing about how fast a kernel is."""
+    live = select(SteeringSession.id).where(col(SteeringSession.status).not_in((DONE, STOPPED, FAILED)))
+    members = {m.session_id: m.name for m in db.exec(select(CampaignMember).where(
+        CampaignMember.campaign_id == campaign.id, col(CampaignMember.session_id).in_(live)))}
     members.pop(exclude_session or -1, None)
     if not members:
         return []

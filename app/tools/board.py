@@ -45,11 +45,12 @@ async def read_board(call: ToolCall, ctx: ToolContext) -> ToolResult:
         if found is None:
             return ok(call, "This session is not part of a campaign: the board is empty.", {"entries": []})
         campaign = found[0]
+        # In flight first: a kernel judged between the two reads is then in both, never in neither.
+        waiting = board.in_flight(db, campaign, ctx.session_id if call.args.get("others_only") else None)
         entries = board.read(db, campaign, layer=layer, category=category, outcome=outcome)
         if call.args.get("others_only"):
             entries = [e for e in entries if e.session_id != ctx.session_id]
         data = board.for_agents(db, entries)
-        waiting = board.in_flight(db, campaign, ctx.session_id if call.args.get("others_only") else None)
     bound = f"the last {campaign.memory_k} entries" if campaign.memory_k is not None else "every entry"
     lines = [board.entry_line(e) for e in entries]
     text = f"The board ({bound}; {len(lines)} match):\n" + ("\n".join(lines) if lines else "(nothing yet)")

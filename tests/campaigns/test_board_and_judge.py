@@ -15,7 +15,7 @@ from app.campaigns.judge import CONTENDER, after_retime, first_verdict
 from app.campaigns.models import BACKUP, DISCARDED, LEADER, BoardEntry, Campaign, CampaignMember
 from app.campaigns.views import campaign_view
 from app.context import ServerContext
-from app.models import EVALUATING, QUEUED, REJECTED, Event, Intervention
+from app.models import EVALUATING, FAILED, QUEUED, REJECTED, Event, Intervention, SteeringSession
 from app.tools.base import ToolContext
 from app.tools.table import dispatch
 from kernels.attention.family import LAYERS
@@ -129,6 +129,53 @@ def test_agents_read_each_setting_and_visible_speedup_and_a_kernel_built_on_anot
     assert all(e["session_id"] == a.session_id and e["setting"] for e in read.data["entries"])
     assert [(w["author"], w["candidate"]) for w in read.data["in_flight"]] == [(a.name, 3)]
     assert f"Submitted, not judged yet: {a.name} #3" in read.text
+
+
+def test_a_kernel_is_read_against_a_correct_neighbour_and_claims_no_setting_it_does_not_render(
+        tmp_path: Path) -> None:
+    db, settings = database(tmp_path)
+    c = new_campaign(db, settings)
+    a, b, third = members(db, c.id)
+    with unit(db) as u:
+        camp = u.db.get(Campaign, c.id)
+        first, rep = judged(u, a.session_id, START, LEADER)
+        hooks.record(u, a.session_id, first.id or 0, rep, first_verdict(u.db, camp, first, None))
+        broken, rep = judged(u, a.session_id, {**START, "stages": 2}, REJECTED, parent=first, passed=False)
+        hooks.record(u, a.session_id, broken.id or 0, rep, first_verdict(u.db, camp, broken, None))
+        skip, rep = judged(u, a.session_id, {**START, "causal_skip": True}, "backup", parent=first)
+        hooks.record(u, a.session_id, skip.id or 0, rep, after_retime(first_verdict(u.db, camp, skip, None),
+                                                                       skip, report(None)))
+        # b: its start, then stages=2 + causal skipping with no parent. One knob from the failed
+        # stages=2 and from causal_skip: read against the correct one, never the failed one.
+        again, rep = judged(u, b.session_id, START, LEADER)
+        hooks.record(u, b.session_id, again.id or 0, rep, first_verdict(u.db, camp, again, None))
+        both, rep = judged(u, b.session_id, {**START, "stages": 2, "causal_skip": True}, "backup")
+        hooks.record(u, b.session_id, both.id or 0, rep, after_retime(first_verdict(u.db, camp, both, None),
+                                                                       both, report(None)))
+        # A hand-edited family kernel keeps the header of the setting it came from.
+        edited, rep = judged(u, b.session_id, {**START, "stages": 1}, "backup")
+        edited.source = edited.source.replace("{", "{ ", 1)
+        hooks.record(u, b.session_id, edited.id or 0, rep, first_verdict(u.db, camp, edited, None))
+        # The third member's session failed with a kernel still queued: not "in flight" forever.
+        stuck, _ = judged(u, third.session_id, {**START, "split_kv": "1wave"}, LEADER)
+        stuck.status, stuck.verdict = QUEUED, None
+        dead = u.db.get(SteeringSession, third.session_id)
+        assert dead is not None
+        dead.status = FAILED
+    with db.session() as s:
+        camp = s.get(Campaign, c.id)
+        assert camp is not None
+        entries = {e.candidate_id: e for e in board.read(s, camp)}
+        assert board.nearest_measured(s, camp, both) is not None
+        assert board.nearest_measured(s, camp, both).id == skip.id  # type: ignore[union-attr]
+        assert entries[both.id].knobs == {"stages": 2} and entries[both.id].layer == "memory"
+        assert entries[both.id].effects["decode"] == 1.2  # stages=2 alone, not x over the baseline
+        assert board.knobs_of_source(edited.source) is None and board.knobs_of_source(both.source) is not None
+        assert entries[edited.id].knobs == {} and entries[edited.id].layer == ""  # it claims no knob change
+        seen = {e["candidate"]: e["setting"] for e in board.for_agents(s, list(entries.values()))
+                if e["session_id"] == b.session_id}
+        assert seen[3] is None and seen[2] == {**START, "stages": 2, "causal_skip": True}
+        assert board.in_flight(s, camp) == []
 
 
 def test_the_campaign_judge_discards_keeps_backups_and_retimes_a_contender(tmp_path: Path) -> None:

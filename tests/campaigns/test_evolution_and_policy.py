@@ -4,6 +4,7 @@ the question), and the offline agent's own plateau policy and its use of the boa
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 from sqlmodel import select
@@ -209,6 +210,34 @@ def test_it_builds_on_the_boards_fastest_kernel_and_never_measures_what_another_
     k = knobs_of_source(step.tool_calls[0].args["source"])
     step = asyncio.run(a.step(answered(step, LEADER, 2.9)))
     assert a.best == k and a.best_speedup == 2.9 and not a.foreign_parent
+
+
+def test_it_follows_the_campaign_leader_not_a_faster_backup_and_stacks_one_value_per_knob() -> None:
+    a = OfflineAgent(TASK, {"seed": 3, "focus": "memory", "board": True, "policy": "autonomous"})
+    first = asyncio.run(a.step(Feedback()))
+    leader = {**START, "causal_skip": True}
+    lost = {**START, "split_kv": "1wave"}  # faster in its own run, lost its re-time: a backup
+    board = [{"knobs": {"causal_skip": True}, "layer": "masking", "campaign_verdict": "leader",
+              "effects": {"prefill": 1.3}, "speedup": 2.6, "setting": leader, "author": "agent 2", "candidate": 2},
+             {"knobs": {"split_kv": "1wave"}, "layer": "scheduling", "campaign_verdict": "backup",
+              "effects": {"decode": 1.4}, "speedup": 2.9, "setting": lost, "author": "agent 3", "candidate": 2},
+             {"knobs": {"tile_d64": "64x32x4"}, "layer": "tiling", "campaign_verdict": "backup",
+              "effects": {"prefill": 1.2}, "speedup": 2.1, "author": "agent 4", "candidate": 2},
+             {"knobs": {"tile_d64": "128x32x8"}, "layer": "tiling", "campaign_verdict": "backup",
+              "effects": {"prefill": 1.05}, "speedup": 2.05, "author": "agent 4", "candidate": 3}]
+    read = ToolResult(first.tool_calls[1].call_id, READ_BOARD, True, "", {"entries": board})
+    step = asyncio.run(a.step(Feedback([answered(first, LEADER, 2.0).results[0], read])))
+    assert a.best == leader and a.best_speedup == 2.6  # the crowned kernel, not the faster backup
+    # One kernel with every change that worked elsewhere, one value per knob (the best gain's).
+    assert submitted(step) == {"causal_skip": True, "split_kv": "1wave", "tile_d64": "64x32x4"}
+    assert step.tool_calls[0].args["title"] == "board: split_kv=1wave, tile_d64=64x32x4"
+    # Restored mid-way (a server restart), it takes the same next step as without the restart.
+    feedback = answered(step, BACKUP, 2.5)
+    twin = OfflineAgent(TASK, {"seed": 3, "focus": "memory", "board": True, "policy": "autonomous"})
+    twin.restore(json.loads(json.dumps(a.snapshot())))
+    mine, theirs = asyncio.run(a.step(feedback)), asyncio.run(twin.step(feedback))
+    assert mine.text == theirs.text and [c.args for c in mine.tool_calls] == [c.args for c in theirs.tool_calls]
+    assert twin.followed and twin.board_best == a.board_best and twin.board_measured == a.board_measured
 
 
 def test_a_parent_line_makes_the_given_setting_the_agents_parent() -> None:

@@ -147,3 +147,8 @@ def test_the_table_takes_an_arm_run_again_from_the_later_summary() -> None:
     # board, x baseline: seeds 0 and 1 now 20 and 22, seed 2 still its own 13.674
     assert "[13.674-22.000]" in row["board"] and row["board"] != old["board"]
     assert "campaign with board vs best solo arm: +18.2%" in after  # (20*22*13.674)^(1/3) / 15.382
+    assert "WARNING" not in after
+    # A summary that adds a seed to one arm only: said, since the comparisons then mix seeds.
+    extra = {**again, "seeds": {"3": again["seeds"]["0"]}}
+    assert "WARNING: the arms ran over different seeds" in table([*kept, extra])
+    assert "board 0,1,2,3" in table([*kept, extra])
