@@ -459,7 +459,9 @@ def test_l2_sections_render_one_decode_call_and_round_trip() -> None:
     assert not [str(f) for f in check_source(src) if f.blocking]
     assert "constexpr long long kWgL2SectionBytes = 16LL * 1024 * 1024;" in src
     # sm90_tile is where the producers (cp.async and tensor-map) and the consumers decode a tile.
-    assert src.count("decode_tile_l2(tile, sc, a.batch, a.seqlen_k, a.head_dim)") == 1
+    # the group of query heads sharing a K/V head: heads_q / heads_kv, or 1 where the grid's heads are K/V heads
+    call = "decode_tile_l2(tile, sc, a.batch, a.seqlen_k, a.head_dim, sc.gp > 1 ? 1 : a.heads_q / a.heads_kv)"
+    assert src.count(call) == 1
     assert src.count("sm90_tile<BM, BN>(tile, a, sc)") == 3
     sm90 = src.split("struct Sm90Tile {", 1)[1]
     assert "decode_tile(tile, sc, a.batch)" not in sm90
@@ -477,9 +479,10 @@ int main(int argc, char** argv) {
   Sched s{};
   s.heads_grid = atoi(argv[1]); const int batch = atoi(argv[2]); s.splits = atoi(argv[3]);
   s.m_blocks = atoi(argv[4]); const int sk = atoi(argv[5]), d = atoi(argv[6]);
+  const int group = argc > 7 ? atoi(argv[7]) : 1;
   const int tiles = s.m_blocks * s.heads_grid * batch * s.splits;
   for (int t = 0; t < tiles; ++t) {
-    const TileId id = decode_tile_l2(t, s, batch, sk, d);
+    const TileId id = decode_tile_l2(t, s, batch, sk, d, group);
     printf("%d %d %d %d\n", id.mb, id.head, id.batch, id.split);
   }
 }
@@ -488,7 +491,8 @@ int main(int argc, char** argv) {
 
 def _section_order(tmp_path: Path, src: str) -> Any:
     """Build the rendered kernel's own Sched, TileId and decode_tile_l2 as host code (g++) and
-    return a function (heads, batch, splits, m_blocks, seqlen_k, head_dim) -> tile ids in order."""
+    return a function (heads, batch, splits, m_blocks, seqlen_k, head_dim[, group]) -> tile ids in
+    order; group is the grid heads that share one K/V head (1 when omitted)."""
     import shutil
     import subprocess
 
@@ -553,6 +557,53 @@ def test_l2_section_order_visits_every_tile_once_heavy_first_per_section(tmp_pat
     for t, (_, h, b, _) in enumerate(short):
         at.setdefault((h, b), []).append(t)
     assert max(ts[-1] - ts[0] for ts in at.values()) == 3 * 128  # 3 * 512 with one section
+
+
+def test_l2_sections_count_kv_heads_and_keep_a_gqa_group_in_one_section(tmp_path: Path) -> None:
+    order = _section_order(tmp_path, render(parse_knobs("mma=wgmma,wg_load=tma,wg_l2_sections=32")))
+    mb32 = 32 * 1024 * 1024
+    # (grid heads, batch, splits, m_blocks, seqlen_k, head_dim, group): without GQA packing the grid's
+    # heads are the query heads and group = heads_q / heads_kv (kv head = head / group); with it
+    # they are the K/V heads and group = 1.
+    for heads, batch, splits, m_blocks, sk, d, group in (
+        (64, 2, 1, 32, 4096, 128, 8),   # llama3-70b tp1 s4096 b2: K/V 8 x 2 x 2 MB = 32 MB, one section
+        (8, 2, 1, 32, 4096, 128, 8),    # llama3-70b tp8 (hq 8, hkv 1): 4 MB, one section
+        (64, 16, 1, 8, 1024, 128, 8),   # short GQA prefill: 128 K/V units of 512 KB, 64 a section
+        (8, 16, 1, 16, 16384, 128, 8),  # hkv 1, long: 8 MB units, 4 a section = 32 query heads
+        (32, 2, 1, 32, 4096, 256, 4),   # hq 32, hkv 8 at d256: 4 MB units, 8 a section
+        (16, 2, 1, 32, 4096, 256, 2),   # gemma2-9b tp1 (hq 16, hkv 8): 64 MB in two sections
+        (28, 7, 1, 5, 3000, 128, 7),    # qwen2.5-7b-like: 21 K/V units a section, not whole batches
+        (32, 1, 4, 4, 65536, 128, 4),   # split KV: (kv head, split) units of 8 MB, 4 a section
+        (32, 1, 3, 2, 16384, 128, 4),   # 11 K/V units a section, across the split boundary
+        (8, 4, 1, 1, 8192, 128, 1),     # packed (pack_gqa=decode: 65-128 rows, one m block) K/V heads
+        (8, 1, 16, 2, 65536, 128, 1),   # packed (pack_gqa=on) and split: 128 units of 2 MB, 16 a section
+        (8, 1, 3, 2, 8192, 128, 1),     # the whole K/V is exactly 32 MB (ceil(sk / 3) would not fit)
+    ):
+        got = order(heads, batch, splits, m_blocks, sk, d, group)
+        heavy = _heavy_first(heads, batch, splits, m_blocks)
+        assert sorted(got) == sorted(heavy), "not a permutation"
+        kv = 4 * d * -(-sk // splits)  # K + V bytes of one (kv head, batch, split)
+        kv_units = heads // group * batch * splits
+        if 4 * d * sk * (heads // group) * batch <= mb32:  # the whole K/V fits: exactly heavy_first
+            assert got == heavy, (heads, batch, splits, group)
+            continue
+        g_kv = max(1, min(kv_units, mb32 // kv))  # K/V units a section: as many as fit
+        step = g_kv * group * m_blocks
+        sections: dict[tuple[int, int, int], set[int]] = {}
+        for n, sec in enumerate(range(0, len(got), step)):
+            part = got[sec:sec + step]
+            units = {(h, b, s) for _, h, b, s in part}
+            kvs = {(h // group, b, s) for h, b, s in units}
+            for u in kvs:
+                sections.setdefault(u, set()).add(n)
+            # whole units and whole groups (every query head of each K/V unit), m blocks descending
+            assert len(part) == len(units) * m_blocks and len(units) == len(kvs) * group
+            assert [mb for mb, *_ in part] == sorted((mb for mb, *_ in part), reverse=True)
+            # budget counted per K/V unit: as many as fit in 32 MB (the last section may hold fewer)
+            assert len(kvs) * kv <= max(mb32, kv)
+            assert len(kvs) == g_kv or sec + step >= len(got)
+        assert all(len(v) == 1 for v in sections.values()), "a GQA group split across sections"
+        assert len(sections) == kv_units
 
 
 @needs_nvcc

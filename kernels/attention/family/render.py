@@ -322,27 +322,37 @@ def _with_wide_d64(text: str) -> str:
 
 
 # wg_l2_sections=N: the Hopper kernel's tiles (and so the order the persistent CTAs take them
-# in) go heavy first inside sections of G (head, batch, split) units, G the units whose K and V
-# fit in N MB; one section (G >= units) is exactly grid_order=heavy_first. The producers and the
-# consumers all decode tiles through sm90_tile, so the one call is the whole change.
+# in) go heavy first inside sections of (head, batch, split) units whose distinct K and V fit in
+# N MB. The budget is counted in K/V units (kv head, batch, split): without GQA packing the grid's
+# heads are query heads and the `group` of them that share a K/V head are adjacent (kv head =
+# head / group), so a section is a whole number of groups; with packing the grid's heads are K/V
+# heads already (group 1). A call whose whole K/V fits is one section, exactly
+# grid_order=heavy_first. The producers and the consumers all decode tiles through sm90_tile, so
+# the one call is the whole change.
 _TILE_FN = "template <int BM, int BN>\n__device__ __forceinline__ Sm90Tile sm90_tile("
 _TILE_CALL = "  x.id = decode_tile(tile, sc, a.batch);\n"
+L2_TILE_CALL = "decode_tile_l2(tile, sc, a.batch, a.seqlen_k, a.head_dim, sc.gp > 1 ? 1 : a.heads_q / a.heads_kv)"
 
 
 def l2_section_order(k: Knobs) -> str:
     mb = k.wg_l2_sections
     return "\n".join([
-        f"// wg_l2_sections={mb}: heavy first inside sections of G (head, batch, split) units whose K and V",
-        f"// fit in {mb} MB of L2, so the m blocks that read one head's K/V run within G tiles of each",
-        "// other (with one grid-wide heavy-first order they are a whole layer of units apart, and at",
+        f"// wg_l2_sections={mb}: heavy first inside sections of (head, batch, split) units whose distinct",
+        f"// K and V fit in {mb} MB of L2, so the m blocks that read one K/V head run within a section of",
+        "// each other (with one grid-wide heavy-first order they are a whole layer of units apart, and at",
         "// short sequences that layer's K/V overflows L2: every m block re-reads its K/V from HBM).",
+        "// group: the units (query heads, adjacent: kv head = head / group) that read one K/V head; 1 when",
+        "// the grid's heads are K/V heads (GQA packing) or there is no GQA. A section is whole groups.",
         f"constexpr long long kWgL2SectionBytes = {mb}LL * 1024 * 1024;",
         "__device__ __forceinline__ TileId decode_tile_l2(int t, const Sched& s, int batch, int seqlen_k,",
-        "                                                 int head_dim) {",
+        "                                                 int head_dim, int group) {",
         "  const int units = s.heads_grid * batch * s.splits;",
-        "  const long long kv = 4LL * head_dim * ((seqlen_k + s.splits - 1) / s.splits);  // K + V bytes of a unit",
-        "  const long long fit = kWgL2SectionBytes / (kv > 0 ? kv : 1);",
-        "  const int G = int(fit < 1 ? 1 : (fit < units ? fit : units));  // units per section",
+        "  const int kv_units = units / group;  // distinct (kv head, batch, split)",
+        "  const long long kv = 4LL * head_dim * ((seqlen_k + s.splits - 1) / s.splits);  // K + V of a K/V unit",
+        "  long long fit = kWgL2SectionBytes / (kv > 0 ? kv : 1);  // K/V units per section",
+        "  // the call's whole K/V (kv heads x batch x seqlen_k) fits: one section, exactly heavy_first",
+        "  if (4LL * head_dim * seqlen_k * (kv_units / s.splits) <= kWgL2SectionBytes) fit = kv_units;",
+        "  const int G = group * int(fit < 1 ? 1 : (fit < kv_units ? fit : kv_units));  // units per section",
         "  const int sec = t / (G * s.m_blocks);",
         "  const int r = t - sec * G * s.m_blocks;",
         "  const int gs = min(G, units - sec * G);  // units of this section (the last may hold fewer)",
@@ -362,7 +372,7 @@ def l2_section_order(k: Knobs) -> str:
 
 def _with_l2_sections(text: str, k: Knobs) -> str:
     text = _swap(text, _TILE_FN, l2_section_order(k) + _TILE_FN)
-    return _swap(text, _TILE_CALL, "  x.id = decode_tile_l2(tile, sc, a.batch, a.seqlen_k, a.head_dim);\n")
+    return _swap(text, _TILE_CALL, f"  x.id = {L2_TILE_CALL};\n")
 
 
 def sm90_section(k: Knobs) -> str:
