@@ -15,7 +15,7 @@ from app.campaigns.judge import CONTENDER, after_retime, first_verdict
 from app.campaigns.models import BACKUP, DISCARDED, LEADER, BoardEntry, Campaign, CampaignMember
 from app.campaigns.views import campaign_view
 from app.context import ServerContext
-from app.models import EVALUATING, FAILED, QUEUED, REJECTED, Event, Intervention, SteeringSession
+from app.models import EVALUATING, FAILED, QUEUED, REJECTED, Candidate, Event, Intervention, SteeringSession
 from app.tools.base import ToolContext
 from app.tools.table import dispatch
 from kernels.attention.family import LAYERS
@@ -76,6 +76,18 @@ def test_each_judged_candidate_posts_a_conclusion_that_agents_read_filtered_and_
         assert {(e["from"], e["to"]) for e in tree["edges"]} == {(first.id, swz.id), (first.id, skip.id)}
 
 
+def posted(u, camp, session_id, knobs, verdict, parent=None, passed=True, before=None):  # type: ignore[no-untyped-def]
+    """A judged candidate of the session, through the campaign judge onto the board (a
+    contender loses its re-time); `before` changes the candidate first."""
+    cand, rep = judged(u, session_id, knobs, verdict, parent=parent, passed=passed)
+    if before is not None:
+        before(cand)
+    look = first_verdict(u.db, camp, cand, parent.id if parent is not None and verdict == LEADER else None)
+    hooks.record(u, session_id, cand.id or 0, rep, after_retime(look, cand, report(None))
+                 if look.verdict == CONTENDER else look)
+    return cand
+
+
 def test_agents_read_each_setting_and_visible_speedup_and_a_kernel_built_on_anothers_is_read_against_it(
         tmp_path: Path) -> None:
     db, settings = database(tmp_path)
@@ -83,17 +95,16 @@ def test_agents_read_each_setting_and_visible_speedup_and_a_kernel_built_on_anot
     a, b, _ = members(db, c.id)
     with unit(db) as u:
         camp = u.db.get(Campaign, c.id)
-        first, rep = judged(u, a.session_id, START, LEADER)
-        hooks.record(u, a.session_id, first.id or 0, rep, first_verdict(u.db, camp, first, None))
-        two, rep = judged(u, a.session_id, {**START, "stages": 2}, LEADER, parent=first)
-        hooks.record(u, a.session_id, two.id or 0, rep, first_verdict(u.db, camp, two, first.id))
-        again, rep = judged(u, b.session_id, START, LEADER)
-        hooks.record(u, b.session_id, again.id or 0, rep, first_verdict(u.db, camp, again, None))
+        first = posted(u, camp, a.session_id, START, LEADER)
+        posted(u, camp, a.session_id, {**START, "stages": 2}, LEADER, parent=first)
+        posted(u, camp, b.session_id, START, LEADER)
+
+        def hidden_differ(cand: Candidate) -> None:  # hidden scenarios are never shown to agents
+            cand.speedup, cand.visible_speedup = 9.0, 7.0
+
         # b's second kernel: a's stages=2 plus causal skipping, with no parent in b's session.
-        built, rep = judged(u, b.session_id, {**START, "stages": 2, "causal_skip": True}, LEADER)
-        built.speedup, built.visible_speedup = 9.0, 7.0  # hidden scenarios are never shown to agents
-        look = first_verdict(u.db, camp, built, None)  # faster than a's #2: re-timed against it
-        hooks.record(u, b.session_id, built.id or 0, rep, after_retime(look, built, report(None)))
+        posted(u, camp, b.session_id, {**START, "stages": 2, "causal_skip": True}, LEADER,
+               before=hidden_differ)
     with db.session() as s:
         camp = s.get(Campaign, c.id)
         assert camp is not None
@@ -138,24 +149,18 @@ def test_a_kernel_is_read_against_a_correct_neighbour_and_claims_no_setting_it_d
     a, b, third = members(db, c.id)
     with unit(db) as u:
         camp = u.db.get(Campaign, c.id)
-        first, rep = judged(u, a.session_id, START, LEADER)
-        hooks.record(u, a.session_id, first.id or 0, rep, first_verdict(u.db, camp, first, None))
-        broken, rep = judged(u, a.session_id, {**START, "stages": 2}, REJECTED, parent=first, passed=False)
-        hooks.record(u, a.session_id, broken.id or 0, rep, first_verdict(u.db, camp, broken, None))
-        skip, rep = judged(u, a.session_id, {**START, "causal_skip": True}, "backup", parent=first)
-        hooks.record(u, a.session_id, skip.id or 0, rep, after_retime(first_verdict(u.db, camp, skip, None),
-                                                                       skip, report(None)))
+        first = posted(u, camp, a.session_id, START, LEADER)
+        posted(u, camp, a.session_id, {**START, "stages": 2}, REJECTED, parent=first, passed=False)
+        skip = posted(u, camp, a.session_id, {**START, "causal_skip": True}, "backup", parent=first)
         # b: its start, then stages=2 + causal skipping with no parent. One knob from the failed
         # stages=2 and from causal_skip: read against the correct one, never the failed one.
-        again, rep = judged(u, b.session_id, START, LEADER)
-        hooks.record(u, b.session_id, again.id or 0, rep, first_verdict(u.db, camp, again, None))
-        both, rep = judged(u, b.session_id, {**START, "stages": 2, "causal_skip": True}, "backup")
-        hooks.record(u, b.session_id, both.id or 0, rep, after_retime(first_verdict(u.db, camp, both, None),
-                                                                       both, report(None)))
-        # A hand-edited family kernel keeps the header of the setting it came from.
-        edited, rep = judged(u, b.session_id, {**START, "stages": 1}, "backup")
-        edited.source = edited.source.replace("{", "{ ", 1)
-        hooks.record(u, b.session_id, edited.id or 0, rep, first_verdict(u.db, camp, edited, None))
+        posted(u, camp, b.session_id, START, LEADER)
+        both = posted(u, camp, b.session_id, {**START, "stages": 2, "causal_skip": True}, "backup")
+
+        def hand_edit(cand: Candidate) -> None:  # it keeps the header of the setting it came from
+            cand.source = cand.source.replace("{", "{ ", 1)
+
+        edited = posted(u, camp, b.session_id, {**START, "stages": 1}, "backup", before=hand_edit)
         # The third member's session failed with a kernel still queued: not "in flight" forever.
         stuck, _ = judged(u, third.session_id, {**START, "split_kv": "1wave"}, LEADER)
         stuck.status, stuck.verdict = QUEUED, None
