@@ -475,8 +475,8 @@ class OfflineAgent(Agent):
         changes: list[str] = []
         for knob, value in self.board_worked:
             layer = KNOB_LAYER.get(knob)
-            if layer is None or str(self.best.get(knob)) == value:
-                continue
+            if layer is None or str(self.best.get(knob)) == value or [knob, value] in self.board_failed:
+                continue  # (worked in one lineage but discarded in another: not adopted)
             try:
                 setting = parse_knobs(f"{knob}={value}", knobs_from_mapping(self.best), files=False).validate()
             except KnobError:

@@ -224,7 +224,12 @@ def test_it_follows_the_campaign_leader_not_a_faster_backup_and_stacks_one_value
              {"knobs": {"tile_d64": "64x32x4"}, "layer": "tiling", "campaign_verdict": "backup",
               "effects": {"prefill": 1.2}, "speedup": 2.1, "author": "agent 4", "candidate": 2},
              {"knobs": {"tile_d64": "128x32x8"}, "layer": "tiling", "campaign_verdict": "backup",
-              "effects": {"prefill": 1.05}, "speedup": 2.05, "author": "agent 4", "candidate": 3}]
+              "effects": {"prefill": 1.05}, "speedup": 2.05, "author": "agent 4", "candidate": 3},
+             # worked in one lineage, failed in another: not adopted
+             {"knobs": {"stages": 2}, "layer": "memory", "campaign_verdict": "backup",
+              "effects": {"prefill": 1.2}, "speedup": 2.2, "author": "agent 4", "candidate": 4},
+             {"knobs": {"stages": 2}, "layer": "memory", "campaign_verdict": "discarded",
+              "effects": {}, "speedup": None, "author": "agent 3", "candidate": 3}]
     read = ToolResult(first.tool_calls[1].call_id, READ_BOARD, True, "", {"entries": board})
     step = asyncio.run(a.step(Feedback([answered(first, LEADER, 2.0).results[0], read])))
     assert a.best == leader and a.best_speedup == 2.6  # the crowned kernel, not the faster backup
