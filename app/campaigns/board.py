@@ -6,9 +6,10 @@ bound (the last K entries, or all of them)."""
 from __future__ import annotations
 
 import difflib
-import functools
+import hashlib
 import math
-from collections import defaultdict
+import threading
+from collections import OrderedDict, defaultdict
 from typing import Any
 
 from sqlmodel import Session, col, select
@@ -27,8 +28,12 @@ OUTCOMES = ("leader", "backup", "discarded", "improved", "worse")
 EFFECT_NOISE = 0.01  # an effect within 1% of no change is no effect
 
 
-@functools.lru_cache(maxsize=4096)
-def _setting(text: str) -> tuple[tuple[str, Any], ...] | None:
+_SETTINGS: OrderedDict[str, dict[str, Any] | None] = OrderedDict()  # sha256 of a source -> its setting
+_SETTINGS_LOCK = threading.Lock()
+_SETTINGS_MAX = 4096
+
+
+def _setting(text: str) -> dict[str, Any] | None:
     from kernels.attention.family import KnobError, knobs_from_mapping, render
     from kernels.attention.family.render import recorded_knobs
 
@@ -39,14 +44,25 @@ def _setting(text: str) -> tuple[tuple[str, Any], ...] | None:
         exact = render(knobs_from_mapping(knobs)) == text
     except (KnobError, TypeError, ValueError):
         return None
-    return tuple(knobs.items()) if exact else None
+    return knobs if exact else None
 
 
 def knobs_of_source(text: str) -> dict[str, Any] | None:
     """The knob setting of a family kernel: the one its header records, and only when the
     family renders exactly this file from it (a kernel edited by hand, or any other text, has
-    none: its header is the author's claim, not what runs)."""
+    none: its header is the author's claim, not what runs). Remembered per source hash: the
+    board reads each kernel's setting on every read and every post."""
+    key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    with _SETTINGS_LOCK:
+        if key in _SETTINGS:
+            _SETTINGS.move_to_end(key)
+            found = _SETTINGS[key]
+            return dict(found) if found is not None else None
     found = _setting(text)
+    with _SETTINGS_LOCK:
+        _SETTINGS[key] = found
+        while len(_SETTINGS) > _SETTINGS_MAX:
+            _SETTINGS.popitem(last=False)
     return dict(found) if found is not None else None
 
 
