@@ -152,3 +152,21 @@ def test_the_table_takes_an_arm_run_again_from_the_later_summary() -> None:
     extra = {**again, "seeds": {"3": again["seeds"]["0"]}}
     assert "WARNING: the arms ran over different seeds" in table([*kept, extra])
     assert "board 0,1,2,3" in table([*kept, extra])
+
+
+def test_the_documented_table_is_the_one_the_kept_summaries_give() -> None:
+    """docs/campaigns.md's H200 table: the judge-fixed run's four arms with the board arm run
+    again (board-v2) in its place, every arm over seeds 0, 1 and 2."""
+    kept = ROOT / "examples" / "campaigns"
+    summaries = [json.loads(p.read_text()) for folder in ("h200-2026-12-01-judge-fixed", "h200-2026-12-01-board-v2")
+                 for p in sorted((kept / folder).glob("summary-seed*.json"))]
+    out = table(summaries)
+    assert out.splitlines()[0].endswith("; 3 arm run(s) replaced by a later summary's")
+    assert "WARNING" not in out
+    row = {line.split()[0]: line for line in out.splitlines()[2:6]}
+    assert "12.559x ±2.966 [9.508-15.255]" in row["board"]
+    assert "15.382x ±2.397 [13.672-18.214]" in row["bank"]
+    assert "campaign with board vs best solo arm: -18.4%" in out
+    assert "(ratio 3.22; target >= 1.5)" in out
+    docs = (ROOT / "docs" / "campaigns.md").read_text()
+    assert "| campaign of 4, board (redesigned agent) | 12.56 ±2.97 [9.51-15.25]" in docs
