@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, TextIO
 from harness.report import PASS, EvaluationReport, render_table
 from harness.scenario import Scenario
 from harness.suite import SUITE_PARTS, select
+from harness.timing import TimingSettings  # no torch: the default budget for --budget-ms
 
 if TYPE_CHECKING:  # torch comes with these: imported by the commands that run kernels only
     from harness.executor import Progress
@@ -117,7 +118,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print("socratic eval: no scenario matches the --suite/--filter given", file=sys.stderr)
         return 2
     from harness.settings import EvalSettings
-    from harness.timing import TimingSettings
 
     settings = EvalSettings(
         device=args.device,
@@ -234,8 +234,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
     p.add_argument("--trials", type=int, default=2, help="correctness trials (default 2)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--budget-ms", type=float, default=10.0,
-                   help="device time per implementation per scenario for timing (default 10)")
+    p.add_argument("--budget-ms", type=float, default=TimingSettings().budget_ms,
+                   help="device time per implementation per scenario for timing "
+                        f"(default {TimingSettings().budget_ms:g})")
     p.add_argument("--timeout", type=float, default=120.0,
                    help="seconds one scenario may take before it counts as a hang (default 120)")
     p.add_argument("--no-peers", action="store_true",

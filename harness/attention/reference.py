@@ -70,13 +70,16 @@ def attention_reference(
             qc = qb[:, :, :, c0:c1, :].reshape(n * hkv, g * c, d)
             scores = torch.bmm(qc, kb.transpose(1, 2))  # [n*hkv, g*c, sk]
             scores = scores.mul_(scale) if scores.dtype == torch.float32 else scores.float().mul_(scale)
-            if causal:
+            # The mask only where a row of the chunk misses a key (query c0 sees keys up to
+            # c0 + offset; decode's single query sees all), and the fix of rows that see no key
+            # (NaN from a row of -inf) only where one exists: each is a pass over the scores.
+            if causal and c0 + offset < sk - 1:
                 qi = torch.arange(c0, c1, device=q.device).view(c, 1)
                 hidden = key_idx > qi + offset  # [c, sk]
                 scores.view(n * hkv, g, c, sk).masked_fill_(hidden, float("-inf"))
             probs = torch.softmax(scores, dim=-1)
             del scores
-            if causal:
+            if causal and c0 + offset < 0:
                 probs = torch.nan_to_num_(probs, nan=0.0)
             oc = torch.bmm(probs.to(compute_dtype), vb)  # [n*hkv, g*c, d]
             del probs
@@ -104,11 +107,11 @@ def attention_rows_reference(
     sk = k.shape[1]
     out_dtype = torch.float32 if compute_dtype == torch.float32 else torch.bfloat16
     scores = torch.bmm(q_rows.to(compute_dtype), k.to(compute_dtype).transpose(1, 2)).float() * scale
-    if causal:
+    if causal and seqlen_q > 1:  # one query, bottom-right: it sees every key
         key_idx = torch.arange(sk, device=k.device).view(1, 1, sk)
         hidden = key_idx > (queries + (sk - seqlen_q)).unsqueeze(-1)
         scores.masked_fill_(hidden, float("-inf"))
     probs = torch.softmax(scores, dim=-1)
-    if causal:
+    if causal and seqlen_q > sk:  # only then can a row see no key
         probs = torch.nan_to_num_(probs, nan=0.0)
     return torch.bmm(probs.to(compute_dtype), v.to(compute_dtype)).to(out_dtype)
