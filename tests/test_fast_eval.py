@@ -3,11 +3,14 @@ fresh inputs drawn in place (no temporary, no copy, the same values the nonce re
 reference's mask and NaN passes only where a row needs them, the peers run while the device
 computes the references (and on the second trial's layout, where cuDNN builds its plan), and
 fewer timed samples per implementation. On the CPU backend, counting torch operations and
-recording the order of the evaluator's steps."""
+recording the order of the evaluator's steps; and the CLI's worker process started before the CLI
+imports torch."""
 
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,6 +30,7 @@ from harness.report import PASS
 from harness.scenario import Scenario
 from harness.settings import EvalSettings
 from harness.timing import TimingSettings, reps_for
+from tests.conftest import ROOT
 from tests.cpu_kernels import _exact
 from tests.test_executor import FAST
 
@@ -222,3 +226,37 @@ def test_timed_calls_per_implementation_are_10_to_25_in_a_5_ms_budget() -> None:
     assert reps_for(0.25, s) == 20
     assert reps_for(1.0, s) == 10  # the floor
     assert reps_for(8.0, s) == 3  # slow calls: fewer still
+
+
+# -- the CLI's worker starts before the CLI imports torch --------------------------------------
+
+
+def test_the_executor_module_imports_without_torch() -> None:
+    code = ("import sys; from harness.executor import LocalExecutor, gpu_device_nodes; "
+            "import harness.cli; print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_eval_starts_its_worker_before_it_asks_torch_for_a_gpu_and_ends_it_without_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import harness.evaluate
+    import harness.executor
+    from harness.cli import build_parser
+
+    steps: list[str] = []
+    monkeypatch.setattr(harness.executor, "gpu_device_nodes", lambda: True)
+    monkeypatch.setattr(harness.executor.LocalExecutor, "prestart", lambda self: steps.append("prestart"))
+    monkeypatch.setattr(harness.executor.LocalExecutor, "close", lambda self: steps.append("close"))
+
+    def no_gpu() -> bool:
+        steps.append("torch asked")
+        return False
+
+    monkeypatch.setattr(harness.evaluate, "gpu_available", no_gpu)
+    args = build_parser().parse_args(["eval", str(ROOT / "kernels" / "attention" / "baseline.cu")])
+    assert args.func(args) == 3
+    assert steps == ["prestart", "torch asked", "close"]
