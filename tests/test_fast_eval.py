@@ -8,6 +8,7 @@ imports torch."""
 
 from __future__ import annotations
 
+import math
 import random
 import subprocess
 import sys
@@ -110,6 +111,24 @@ def test_the_mask_and_the_nan_fix_run_only_where_a_row_needs_them() -> None:
     blind, out = _reference_ops(50, 20, causal=True)  # the first 30 rows see no key
     assert blind["masked_fill_"] == 1 and blind["nan_to_num_"] == 1
     assert bool((out[:, :30] == 0).all()) and bool(out[:, 30:].abs().sum() > 0)
+
+
+def test_the_fp32_reference_scales_q_not_the_scores_and_the_bf16_one_its_scores() -> None:
+    torch.manual_seed(2)
+    q = torch.randn(2, 40, 4, 32, dtype=torch.bfloat16)
+    k = torch.randn(2, 300, 2, 32, dtype=torch.bfloat16)
+    v = torch.randn(2, 300, 2, 32, dtype=torch.bfloat16)
+    for dtype, on_q, on_scores in ((torch.float32, 1, 0), (torch.bfloat16, 0, 1)):
+        with counting() as ops:
+            attention_reference(q, k, v, causal=True, scale=0.2, compute_dtype=dtype)
+        assert (ops["mul"], ops["mul_"]) == (on_q, on_scores)  # one chunk here
+    # Scaling before the product moves the fp32 answer by rounding only.
+    scores = torch.einsum("bqhd,bkhd->bhqk", q.double(), k.repeat_interleave(2, dim=2).double()) * 0.2
+    mask = torch.arange(300).view(1, 300) > torch.arange(40).view(40, 1) + 260
+    want = torch.einsum("bhqk,bkhd->bqhd", scores.masked_fill(mask, -math.inf).softmax(-1),
+                        v.repeat_interleave(2, dim=2).double())
+    got = attention_reference(q, k, v, causal=True, scale=0.2)
+    assert torch.allclose(got.double(), want, atol=1e-6, rtol=1e-6)
 
 
 def test_rows_reference_skips_the_same_passes_and_agrees_with_the_full_one() -> None:

@@ -33,7 +33,8 @@ def attention_reference(
 ) -> torch.Tensor:
     """softmax(scale * q k^T [+ bottom-right causal mask]) v, layout [b, s, h, d].
 
-    compute_dtype=float32: the exact answer's stand-in (inputs upcast, fp32 matmuls, no TF32).
+    compute_dtype=float32: the exact answer's stand-in (inputs upcast, fp32 matmuls, no TF32;
+    the scale multiplies Q before the product, a pass over Q rather than over the scores).
     compute_dtype=bfloat16: the same math with bf16 matmul operands and outputs, as a bf16
     kernel would do it; its error against the fp32 reference sets the tolerance.
     Rows that see no key (possible only with custom shapes) are defined as zeros.
@@ -63,13 +64,17 @@ def attention_reference(
         n = b1 - b0
         kb = k[b0:b1].to(compute_dtype).permute(0, 2, 1, 3).reshape(n * hkv, sk, d)
         vb = v[b0:b1].to(compute_dtype).permute(0, 2, 1, 3).reshape(n * hkv, sk, d)
-        qb = q[b0:b1].to(compute_dtype).view(n, sq, hkv, g, d).permute(0, 2, 3, 1, 4)  # [n, hkv, g, sq, d]
+        qb = q[b0:b1].to(compute_dtype)
+        if compute_dtype == torch.float32:  # scaled here, a pass over Q instead of the scores
+            qb = qb * scale
+        qb = qb.view(n, sq, hkv, g, d).permute(0, 2, 3, 1, 4)  # [n, hkv, g, sq, d]
         for c0 in range(0, sq, rows):
             c1 = min(sq, c0 + rows)
             c = c1 - c0
             qc = qb[:, :, :, c0:c1, :].reshape(n * hkv, g * c, d)
             scores = torch.bmm(qc, kb.transpose(1, 2))  # [n*hkv, g*c, sk]
-            scores = scores.mul_(scale) if scores.dtype == torch.float32 else scores.float().mul_(scale)
+            if compute_dtype != torch.float32:  # bf16 scores, scaled in fp32 as a kernel would
+                scores = scores.float().mul_(scale)
             # The mask only where a row of the chunk misses a key (query c0 sees keys up to
             # c0 + offset; decode's single query sees all), and the fix of rows that see no key
             # (NaN from a row of -inf) only where one exists: each is a pass over the scores.
