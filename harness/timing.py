@@ -83,10 +83,13 @@ def time_interleaved(
     device: Device, launches: Mapping[str, Launch], n_sets: int, settings: TimingSettings,
     before: Mapping[str, Launch] | None = None,
     cross_check: frozenset[str] = frozenset({"candidate"}),
+    meanwhile: Callable[[], None] | None = None,
 ) -> dict[str, Timed]:
     """Median device time of each launch, interleaved, with a flushed cache before each call.
     `before[name](set)` runs before each timed call of `name`, outside the timed region.
-    The wall-clock cross-check runs for the names in `cross_check` only (the candidate)."""
+    The wall-clock cross-check runs for the names in `cross_check` only (the candidate).
+    `meanwhile()` runs once every timed call is enqueued, before the device is waited for: host
+    work that overlaps the queued calls; what it enqueues runs after the last of them."""
     names = list(launches)
     before = before or {}
     # Each implementation's device hold covers its own host enqueue time: a peer's dispatch
@@ -129,6 +132,8 @@ def time_interleaved(
             fn = launches[name]
             prepare(name, r % n_sets)
             pending[name].append(device.time_call(lambda fn=fn, r=r: fn(r % n_sets)))  # type: ignore[misc]
+    if meanwhile is not None:
+        meanwhile()
     device.synchronize()
     results: dict[str, Timed] = {}
     for name in names:

@@ -3,8 +3,8 @@ fresh inputs drawn in place (no temporary, no copy, the same values the nonce re
 reference's mask and NaN passes only where a row needs them, the peers run while the device
 computes the references (and on the second trial's layout, where cuDNN builds its plan), and
 fewer timed samples per implementation. On the CPU backend, counting torch operations and
-recording the order of the evaluator's steps; and the CLI's worker process started before the CLI
-imports torch."""
+recording the order of the evaluator's steps; cuDNN's plans for the next scenario built while
+the timing loop drains; and the CLI's worker process started before the CLI imports torch."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -30,7 +31,7 @@ from harness.problem import KernelSpec
 from harness.report import PASS
 from harness.scenario import Scenario
 from harness.settings import EvalSettings
-from harness.timing import TimingSettings, reps_for
+from harness.timing import TimingSettings, reps_for, time_interleaved
 from tests.conftest import ROOT
 from tests.cpu_kernels import _exact
 from tests.test_executor import FAST
@@ -279,3 +280,70 @@ def test_eval_starts_its_worker_before_it_asks_torch_for_a_gpu_and_ends_it_witho
     args = build_parser().parse_args(["eval", str(ROOT / "kernels" / "attention" / "baseline.cu")])
     assert args.func(args) == 3
     assert steps == ["prestart", "torch asked", "close"]
+
+
+# -- cuDNN's plans for the next scenario, built while the timing loop drains --------------------
+
+
+def test_meanwhile_runs_once_every_timed_call_is_enqueued_and_before_the_wait() -> None:
+    log: list[str] = []
+    dev = Recorder(log)
+    launches = {name: (lambda i, name=name: log.append(f"call {name}")) for name in ("a", "b")}
+    time_interleaved(dev, launches, 2, FAST, cross_check=frozenset(),
+                     meanwhile=lambda: log.append("meanwhile"))
+    at = log.index("meanwhile")
+    assert log.count("meanwhile") == 1
+    assert log[at + 1] == "sync" and not any(e.startswith("call") for e in log[at:])
+    assert sum(e.startswith("call") for e in log[:at]) == 2 * (FAST.warmup + FAST.max_reps)
+
+
+class NamedPeer:
+    def __init__(self, log: list[str], name: str, s: Scenario, plans: bool) -> None:
+        self.log, self.name, self.s, self.plans_per_shape = log, name, s, plans
+        self.inputs: list[list[torch.Tensor]] = []
+
+    def __call__(self, bufs: Any) -> torch.Tensor:
+        layout = "strided" if not bufs.k.is_contiguous() else "contiguous"
+        self.log.append(f"{self.name} {self.s.name} {layout}")
+        self.inputs.append([bufs.q.clone(), bufs.k.clone(), bufs.v.clone()])
+        return _exact(bufs)
+
+
+def test_the_next_scenarios_plan_peers_are_called_after_the_timed_calls_on_other_contents() -> None:
+    log: list[str] = []
+    problem = AttentionForward()
+    current, upcoming = GQA, Scenario("next", "x", 1, 20, 90, 4, 1, 32, causal=True)
+    made: dict[str, NamedPeer] = {}
+
+    class WithPeers(worker.ScenarioEvaluator):
+        def _wanted_peers(self, s: Scenario) -> dict[str, Callable[[Any], torch.Tensor]]:
+            for name, plans in (("planned", True), ("plain", False)):
+                made[f"{name} {s.name}"] = NamedPeer(log, name, s, plans)
+            return {"planned": made[f"planned {s.name}"], "plain": made[f"plain {s.name}"]}
+
+    settings = EvalSettings(device="cpu", peers=("planned", "plain"), timing=FAST)
+    candidate = problem.load_kernel(KernelSpec("correct", "python", "tests.cpu_kernels:correct"))
+    ev = WithPeers(problem, Recorder(log), candidate, None, settings, None)
+    ev.upcoming = upcoming
+    assert ev.evaluate(current).status == PASS
+    ahead = [i for i, e in enumerate(log) if e.endswith(("next contiguous", "next strided"))]
+    # Only the peer that builds plans, once per layout, after the current scenario's last peer
+    # call, and the device waited for right after.
+    assert [log[i] for i in ahead] == ["planned next contiguous", "planned next strided"]
+    assert max(i for i, e in enumerate(log) if e.startswith(("planned gqa", "plain gqa"))) < ahead[0]
+    assert log[ahead[-1] + 1] == "sync"
+    # Inputs of the next scenario's shape and layouts, but not the contents its trials will get.
+    seen = made["planned next"].inputs
+    for trial, got in enumerate(seen):
+        real = problem.make_inputs(upcoming, settings.seed * 1_000_003 + trial, CPU)
+        assert [x.shape for x in got] == [x.shape for x in real]
+        assert not any(torch.equal(a, b) for a, b in zip(got, real, strict=True))
+    # Nothing ahead for the last scenario, or without timing.
+    log.clear()
+    ev.upcoming = None
+    assert ev.evaluate(current).status == PASS
+    assert not any("next" in e for e in log)
+    quiet = WithPeers(problem, Recorder(log), candidate, None, replace(settings, measure=False), None)
+    quiet.upcoming = upcoming
+    assert quiet.evaluate(current).status == PASS
+    assert not any("next" in e for e in log)
