@@ -274,9 +274,10 @@ class ScenarioEvaluator:
             ref_lowp = self.problem.reference(s, bufs, torch.bfloat16)
             # The peers run now, on this trial's buffers, before anything waits for the
             # references: on a GPU their host work (cuDNN builds a plan per shape and layout,
-            # tens of milliseconds) overlaps the references' device time. The second trial's
-            # run builds the plan for its layout (K and V interleaved) that the timing loop
-            # would otherwise build. Each is judged below, after the candidate.
+            # tens of milliseconds, unless the previous scenario's timing loop built it: see
+            # _prepare_upcoming_peers) overlaps the references' device time. The second trial's
+            # run is on its layout (K and V interleaved), so the timing loop builds no plan.
+            # Each is judged below, after the candidate.
             running = self._peers_for_trial(peers, peer_status, trial)
             peer_outs: dict[str, torch.Tensor | PeerResult] = {}
             if running:
