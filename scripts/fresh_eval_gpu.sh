@@ -7,7 +7,8 @@
 # re-time ratios: what a change of the timing settings does to stability), and the later runs
 # of this checkout over its first (run-to-run stability).
 #   bash scripts/fresh_eval_gpu.sh OUT [KERNEL] [RUNS] [BEFORE_DIR]
-# Environment: FILL=1 (default) fills the baseline cache of each checkout first (its own timing
+# Environment: WHEELS (default wheels/): a folder of wheels to install first (FA3's);
+# FILL=1 (default) fills the baseline cache of each checkout first (its own timing
 # settings are its own keys; scripts/fill_baseline_cache.py), so every evaluation below starts
 # warm, as on a GPU after its first evaluation of the day; FILL=0: the first run of this
 # checkout fills it, the next ones take the baseline's time from it. LIMIT_S (default 390): a
@@ -23,8 +24,9 @@ LIMIT_S=${LIMIT_S:-390}
 mkdir -p "$OUT"
 HERE=$PWD
 SITE=/tmp/site
-# FA3 (the third peer) where the machine lacks it: wheels/ of the checkout, or the shared folder.
-WHLS=$(ls wheels/*.whl 2>/dev/null || ls shared/device-wheels/fa3_fwd-*.whl 2>/dev/null)
+# FA3 (the third peer) where the machine lacks it: $WHEELS (default wheels/) of the checkout,
+# or the shared folder.
+WHLS=$(ls "${WHEELS:-wheels}"/*.whl 2>/dev/null || ls shared/device-wheels/fa3_fwd-*.whl 2>/dev/null)
 if [ -n "$WHLS" ]; then
   python3 -m pip install -q --no-index --no-deps --target "$SITE" $WHLS || exit 1
 fi
