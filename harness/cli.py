@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, TextIO
 from harness.report import PASS, EvaluationReport, render_table
 from harness.scenario import Scenario
 from harness.suite import SUITE_PARTS, select
+from harness.timing import TimingSettings  # no torch: the default budget for --budget-ms
 
-if TYPE_CHECKING:  # torch comes with these: imported by the commands that run kernels only
-    from harness.executor import Progress
+if TYPE_CHECKING:
+    from harness.executor import Executor, LocalExecutor, Progress
 
 
 def _problem_suite() -> list[Scenario]:
@@ -97,7 +98,7 @@ class ProgressBar:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from harness.evaluate import evaluate_source, gpu_available
+    from harness.executor import LocalExecutor, gpu_device_nodes  # no torch yet
 
     source = Path(args.kernel)
     if not source.is_file():
@@ -107,6 +108,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"socratic eval: --peer-cache must name a folder, and {args.peer_cache} is a file",
               file=sys.stderr)
         return 2
+    # The worker process starts now, before this process imports torch (seconds): the two
+    # import at once. It touches no GPU before its job arrives, and ends below if none does.
+    local = None
+    if args.device == "cuda" and not args.cluster and gpu_device_nodes():
+        local = LocalExecutor()
+        local.prestart()
+    try:
+        return _eval(args, source, local)
+    finally:
+        if local is not None:
+            local.close()
+
+
+def _eval(args: argparse.Namespace, source: Path, local: LocalExecutor | None) -> int:
+    from harness.evaluate import evaluate_source, gpu_available
+
     if args.device == "cuda" and not args.cluster and not gpu_available():
         print("socratic eval: no CUDA GPU is available on this machine; run it where "
               "`python -c 'import torch; print(torch.cuda.is_available())'` prints True",
@@ -117,7 +134,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print("socratic eval: no scenario matches the --suite/--filter given", file=sys.stderr)
         return 2
     from harness.settings import EvalSettings
-    from harness.timing import TimingSettings
 
     settings = EvalSettings(
         device=args.device,
@@ -132,19 +148,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
         baseline_cache=not args.time_baseline,
     )
     bar = ProgressBar(len(scenarios))
-    executor = None
+    executor: Executor | None = local
+    cluster = None
     if args.cluster:
         from harness.cluster import ClusterExecutor
 
-        executor = ClusterExecutor(args.cluster)  # sharded over the cluster's GPUs
+        executor = cluster = ClusterExecutor(args.cluster)  # sharded over the cluster's GPUs
     try:
         report = evaluate_source(
             source, scenarios, baseline=Path(args.baseline) if args.baseline else None,
             suite=args.suite, settings=settings, progress=bar, executor=executor,
         )
     finally:
-        if executor is not None:
-            executor.close()
+        if cluster is not None:
+            cluster.close()
     bar.close()
     return print_report(report, args.json)
 
@@ -234,8 +251,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
     p.add_argument("--trials", type=int, default=2, help="correctness trials (default 2)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--budget-ms", type=float, default=10.0,
-                   help="device time per implementation per scenario for timing (default 10)")
+    p.add_argument("--budget-ms", type=float, default=TimingSettings().budget_ms,
+                   help="device time per implementation per scenario for timing "
+                        f"(default {TimingSettings().budget_ms:g})")
     p.add_argument("--timeout", type=float, default=120.0,
                    help="seconds one scenario may take before it counts as a hang (default 120)")
     p.add_argument("--no-peers", action="store_true",

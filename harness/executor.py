@@ -8,6 +8,7 @@ scenario it happened in, and the job continues in a new process from the next sc
 from __future__ import annotations
 
 import contextlib
+import glob
 import multiprocessing as mp
 import os
 import signal
@@ -16,10 +17,32 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.report import CRASH, ERROR, SKIPPED, TIMEOUT, ScenarioResult
-from harness.worker import WorkerJob, run_worker, spare_worker
+
+if TYPE_CHECKING:
+    from harness.worker import WorkerJob
+
+
+def gpu_device_nodes() -> bool:
+    """Whether the machine has an NVIDIA device at all: a look at /dev and /proc, no process.
+    False means no CUDA GPU can be there, so nothing more expensive needs asking."""
+    return any(glob.glob("/dev/nvidia[0-9]*")) or any(glob.glob("/proc/driver/nvidia/gpus/*"))
+
+
+# The processes' entry points import the worker (and torch) in the child only: this module stays
+# free of torch, so the CLI can start its worker before it imports torch itself.
+def _spare_entry(conn: Any, parent: int) -> None:
+    from harness.worker import spare_worker
+
+    spare_worker(conn, parent)
+
+
+def _run_entry(payload: dict[str, Any], start: int, conn: Any, spare: bool, parent: int) -> None:
+    from harness.worker import run_worker
+
+    run_worker(payload, start, conn, spare, parent)
 
 
 @dataclass
@@ -91,7 +114,7 @@ class LocalExecutor(Executor):
 
     def _spawn_spare(self) -> None:
         parent, child = self._ctx.Pipe(duplex=True)
-        proc = self._ctx.Process(target=spare_worker, args=(child, os.getpid()), daemon=True)
+        proc = self._ctx.Process(target=_spare_entry, args=(child, os.getpid()), daemon=True)
         proc.start()
         child.close()
         with self._lock:
@@ -114,7 +137,8 @@ class LocalExecutor(Executor):
             else:
                 return proc, conn
         recv, send = self._ctx.Pipe(duplex=False)
-        proc = self._ctx.Process(target=run_worker, args=(payload, start, send, False, os.getpid()), daemon=True)
+        proc = self._ctx.Process(target=_run_entry, args=(payload, start, send, False, os.getpid()),
+                                 daemon=True)
         proc.start()
         send.close()
         return proc, recv

@@ -1,6 +1,8 @@
 """Where the seconds of evaluations went, from their JSON reports (not a test): wall time,
-worker setup, each scenario phase summed over the suite, the verdict and the geomeans; with
-two or more reports, the later ones' kernel and peer times over the first's (re-time ratios).
+worker setup, each scenario phase summed over the suite, the verdict and the geomeans; each
+run's timed calls and the timing phase's cost per call beyond their device time; with two or
+more reports, the later ones' kernel and peer times over the first's (re-time ratios, with the
+worst scenario).
 
     python3 scripts/eval_phases.py A.json [B.json ...] [--wall A=SECONDS|A=MILLISECONDSms ...]
 """
@@ -38,7 +40,7 @@ def ratios(first: dict[str, Any], later: dict[str, Any]) -> str:
     a = {s["scenario"]: s for s in first["scenarios"]}
     out = []
     for who in ("kernel", "cudnn", "flash", "fa3"):
-        r = []
+        named: dict[str, float] = {}
         for s in later["scenarios"]:
             t = a.get(s["scenario"])
             if t is None:
@@ -46,12 +48,40 @@ def ratios(first: dict[str, Any], later: dict[str, Any]) -> str:
             x, y = ((t.get("time_ms"), s.get("time_ms")) if who == "kernel" else
                     ((t["peers"].get(who) or {}).get("time_ms"), (s["peers"].get(who) or {}).get("time_ms")))
             if x and y:
-                r.append(y / x)
+                named[s["scenario"]] = y / x
+        r = list(named.values())
         if r:
             within = sum(abs(v - 1) <= 0.10 for v in r)
+            worst = max(named, key=lambda n: abs(math.log(named[n])))
             out.append(f"{who} geomean {_geo(r):.4f} range {min(r):.3f}-{max(r):.3f} "
-                       f"within 10% {within}/{len(r)}")
+                       f"worst {named[worst]:.3f} ({worst}) within 10% {within}/{len(r)}")
     return "; ".join(out)
+
+
+def calls_line(name: str, d: dict[str, Any]) -> str:
+    """The timed calls of the kernel, the peers and the baseline where this run timed it, from
+    each time and the run's timing settings (harness/timing.py: reps_for, plus warm-ups and the
+    kernel's wall-clock calls), their device time, and what the timing phase spent per call
+    beyond it (flush, hold, fresh inputs, the host; cuDNN's plans in the loop too)."""
+    s = d.get("settings", {}).get("timing", {})
+    budget, lo, slow_lo = s.get("budget_ms", 10.0), s.get("min_reps", 10), s.get("min_reps_slow", 3)
+    slow, hi, warm, wall = s.get("slow_ms", 5.0), s.get("max_reps", 50), s.get("warmup", 2), s.get("wall_reps", 3)
+    calls, device = 0, 0.0
+    for sc in d["scenarios"]:
+        times = [(sc.get("time_ms"), warm + wall)] + [
+            (p.get("time_ms"), warm) for p in (sc.get("peers") or {}).values() if not p.get("cached_at")]
+        if sc.get("baseline_cached_at") is None:  # timed beside the kernel in this run
+            times.append((sc.get("baseline_ms"), warm))
+        for ms, extra in times:
+            if not ms:
+                continue
+            reps = max(slow_lo if ms > slow else lo, min(hi, math.ceil(budget / ms)))
+            calls += reps + extra
+            device += (reps + extra) * ms / 1e3
+    timing = sum((sc.get("phases") or {}).get("timing", 0.0) for sc in d["scenarios"])
+    per = (timing - device) / calls * 1e3 if calls else float("nan")
+    return (f"calls {name}: ~{calls} timed calls, ~{device:.1f} s of their device "
+            f"time; the timing phase's {timing:.1f} s leave ~{per:.2f} ms per call besides")
 
 
 def main() -> None:
@@ -69,6 +99,8 @@ def main() -> None:
     print("|" + "---|" * (len(PHASES) + 7))
     for name, d in loaded:
         print(phase_row(name, d, walls.get(name, "-")))
+    for name, d in loaded:
+        print(calls_line(name, d))
     for name, d in loaded[1:]:
         print(f"re-time {name} / {loaded[0][0]}: {ratios(loaded[0][1], d)}")
 

@@ -5,24 +5,19 @@ that need a GPU on a machine without one wait, with a clear status, instead of f
 from __future__ import annotations
 
 import asyncio
-import glob
 import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
+from harness.executor import gpu_device_nodes  # no torch: a look at /dev and /proc
+
 GPU = "cuda:0"  # the harness's LocalExecutor evaluates on device 0
 CPU = "cpu"
 
 NO_GPU = "waiting: no GPU available on this machine (checking again every {poll:g} s)"
 GPU_BUSY = "waiting for the GPU: another candidate is being evaluated"
-
-
-def gpu_device_nodes() -> bool:
-    """Whether the machine has an NVIDIA device at all: a look at /dev and /proc, no process.
-    False means no CUDA GPU can be there, so nothing more expensive needs asking."""
-    return any(glob.glob("/dev/nvidia[0-9]*")) or any(glob.glob("/proc/driver/nvidia/gpus/*"))
 
 
 def probe_gpu() -> bool:

@@ -55,13 +55,51 @@ def draw(shape: tuple[int, ...], kind: str, dist: str, gen: torch.Generator,
     return t
 
 
+def draw_into(t: torch.Tensor, kind: str, dist: str, gen: torch.Generator) -> None:
+    """draw() written in place into a contiguous bf16 tensor: the same values for the same
+    generator state (torch.randn and torch.rand are an empty tensor's normal_ and uniform_;
+    each in-place step rounds to bf16 as its out-of-place twin does), without the temporary
+    and the copy."""
+    if dist == "uniform-shifted":
+        t.uniform_(0.0, 1.0, generator=gen)
+        t.mul_(2.0)
+        if kind != "v":
+            t.sub_(0.75)
+        return
+    t.normal_(0.0, 1.0, generator=gen)
+    if dist == "large-logits" and kind in ("q", "k"):
+        t.mul_(4.0)
+    if kind == "v":
+        t.add_(0.5)
+
+
+def _shapes(s: Scenario) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    b, sq, sk, hq, hkv, d = s.batch, s.seqlen_q, s.seqlen_k, s.heads_q, s.heads_kv, s.head_dim
+    return (b, sq, hq, d), (b, sk, hkv, d)
+
+
 def fresh_qkv(s: Scenario, nonce: int, dist: str, device: torch.device) -> list[torch.Tensor]:
     """Contiguous Q, K, V for a nonce; the same nonce gives the same values again."""
     gen = torch.Generator(device=device)
     gen.manual_seed(nonce)
-    b, sq, sk, hq, hkv, d = s.batch, s.seqlen_q, s.seqlen_k, s.heads_q, s.heads_kv, s.head_dim
-    return [draw((b, sq, hq, d), "q", dist, gen, device), draw((b, sk, hkv, d), "k", dist, gen, device),
-            draw((b, sk, hkv, d), "v", dist, gen, device)]
+    q_shape, kv_shape = _shapes(s)
+    return [draw(q_shape, "q", dist, gen, device), draw(kv_shape, "k", dist, gen, device),
+            draw(kv_shape, "v", dist, gen, device)]
+
+
+def write_fresh_qkv(s: Scenario, nonce: int, dist: str, dsts: Sequence[torch.Tensor],
+                    gen: torch.Generator) -> None:
+    """fresh_qkv(s, nonce, dist) written into Q, K, V in place: a contiguous destination gets
+    its values drawn where it lies, a strided one (K and V interleaved in one buffer) through a
+    contiguous temporary, in the same order from the same generator, so the nonce reproduces
+    them with fresh_qkv."""
+    gen.manual_seed(nonce)
+    q_shape, kv_shape = _shapes(s)
+    for dst, kind, shape in zip(dsts, ("q", "k", "v"), (q_shape, kv_shape, kv_shape), strict=True):
+        if dst.is_contiguous():
+            draw_into(dst, kind, dist, gen)
+        else:
+            dst.copy_(draw(shape, kind, dist, gen, dst.device))
 
 
 @dataclass
@@ -107,6 +145,7 @@ class AttentionTimedInputs(TimedInputs):
         self.validated = buffers.o.clone()
         self.calls: list[TimedCall] = []
         self.pending: TimedCall | None = None
+        self.gen = torch.Generator(device=self.device)  # reseeded with each call's nonce
 
     # -- the timing loop -------------------------------------------------------------------
 
@@ -115,9 +154,7 @@ class AttentionTimedInputs(TimedInputs):
         nonce = self.rng.getrandbits(62)
         dist = self.rng.choice(DISTRIBUTIONS)
         scale = timed_scale(self.s, self.rng)
-        for dst, src in zip((self.q, self.k, self.v), fresh_qkv(self.s, nonce, dist, self.device),
-                            strict=True):
-            dst.copy_(src)
+        write_fresh_qkv(self.s, nonce, dist, (self.q, self.k, self.v), self.gen)
         self.bufs.scale = scale
         self.counter[0] += 1
         self.pending = TimedCall(self.counter[0], self.set_no, nonce, dist, scale)

@@ -24,6 +24,11 @@ class SdpaPeer:
     def __init__(self, backend: Any, s: Scenario) -> None:
         self.backend = backend
         self.s = s
+        # cuDNN builds an execution plan on the first call per shape and strides (torch keeps
+        # it per thread): the worker calls such a peer ahead, while the device is busy.
+        from torch.nn.attention import SDPBackend
+
+        self.plans_per_shape = backend == SDPBackend.CUDNN_ATTENTION
         # K/V expanded to every query head, per input set (keyed by the K/V addresses).
         self._expanded: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
         self._use_gqa_flag = s.heads_q != s.heads_kv

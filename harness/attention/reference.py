@@ -33,7 +33,8 @@ def attention_reference(
 ) -> torch.Tensor:
     """softmax(scale * q k^T [+ bottom-right causal mask]) v, layout [b, s, h, d].
 
-    compute_dtype=float32: the exact answer's stand-in (inputs upcast, fp32 matmuls, no TF32).
+    compute_dtype=float32: the exact answer's stand-in (inputs upcast, fp32 matmuls, no TF32;
+    the scale multiplies Q before the product, a pass over Q rather than over the scores).
     compute_dtype=bfloat16: the same math with bf16 matmul operands and outputs, as a bf16
     kernel would do it; its error against the fp32 reference sets the tolerance.
     Rows that see no key (possible only with custom shapes) are defined as zeros.
@@ -63,20 +64,27 @@ def attention_reference(
         n = b1 - b0
         kb = k[b0:b1].to(compute_dtype).permute(0, 2, 1, 3).reshape(n * hkv, sk, d)
         vb = v[b0:b1].to(compute_dtype).permute(0, 2, 1, 3).reshape(n * hkv, sk, d)
-        qb = q[b0:b1].to(compute_dtype).view(n, sq, hkv, g, d).permute(0, 2, 3, 1, 4)  # [n, hkv, g, sq, d]
+        qb = q[b0:b1].to(compute_dtype)
+        if compute_dtype == torch.float32:  # scaled here, a pass over Q instead of the scores
+            qb = qb * scale
+        qb = qb.view(n, sq, hkv, g, d).permute(0, 2, 3, 1, 4)  # [n, hkv, g, sq, d]
         for c0 in range(0, sq, rows):
             c1 = min(sq, c0 + rows)
             c = c1 - c0
             qc = qb[:, :, :, c0:c1, :].reshape(n * hkv, g * c, d)
             scores = torch.bmm(qc, kb.transpose(1, 2))  # [n*hkv, g*c, sk]
-            scores = scores.mul_(scale) if scores.dtype == torch.float32 else scores.float().mul_(scale)
-            if causal:
+            if compute_dtype != torch.float32:  # bf16 scores, scaled in fp32 as a kernel would
+                scores = scores.float().mul_(scale)
+            # The mask only where a row of the chunk misses a key (query c0 sees keys up to
+            # c0 + offset; decode's single query sees all), and the fix of rows that see no key
+            # (NaN from a row of -inf) only where one exists: each is a pass over the scores.
+            if causal and c0 + offset < sk - 1:
                 qi = torch.arange(c0, c1, device=q.device).view(c, 1)
                 hidden = key_idx > qi + offset  # [c, sk]
                 scores.view(n * hkv, g, c, sk).masked_fill_(hidden, float("-inf"))
             probs = torch.softmax(scores, dim=-1)
             del scores
-            if causal:
+            if causal and c0 + offset < 0:
                 probs = torch.nan_to_num_(probs, nan=0.0)
             oc = torch.bmm(probs.to(compute_dtype), vb)  # [n*hkv, g*c, d]
             del probs
@@ -104,11 +112,11 @@ def attention_rows_reference(
     sk = k.shape[1]
     out_dtype = torch.float32 if compute_dtype == torch.float32 else torch.bfloat16
     scores = torch.bmm(q_rows.to(compute_dtype), k.to(compute_dtype).transpose(1, 2)).float() * scale
-    if causal:
+    if causal and seqlen_q > 1:  # one query, bottom-right: it sees every key
         key_idx = torch.arange(sk, device=k.device).view(1, 1, sk)
         hidden = key_idx > (queries + (sk - seqlen_q)).unsqueeze(-1)
         scores.masked_fill_(hidden, float("-inf"))
     probs = torch.softmax(scores, dim=-1)
-    if causal:
+    if causal and seqlen_q > sk:  # only then can a row see no key
         probs = torch.nan_to_num_(probs, nan=0.0)
     return torch.bmm(probs.to(compute_dtype), v.to(compute_dtype)).to(out_dtype)

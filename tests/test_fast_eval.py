@@ -1,0 +1,349 @@
+"""What makes a fresh evaluation faster without loosening a rule (docs/harness.md, "Toward 30 s"):
+fresh inputs drawn in place (no temporary, no copy, the same values the nonce reproduces), the
+reference's mask and NaN passes only where a row needs them, the peers run while the device
+computes the references (and on the second trial's layout, where cuDNN builds its plan), and
+fewer timed samples per implementation. On the CPU backend, counting torch operations and
+recording the order of the evaluator's steps; cuDNN's plans for the next scenario built while
+the timing loop drains; and the CLI's worker process started before the CLI imports torch."""
+
+from __future__ import annotations
+
+import math
+import random
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import harness.worker as worker
+from harness.attention.fresh import DISTRIBUTIONS, AttentionTimedInputs, fresh_qkv, write_fresh_qkv
+from harness.attention.problem import AttentionForward
+from harness.attention.reference import attention_reference, attention_rows_reference
+from harness.device import CpuDevice
+from harness.problem import KernelSpec
+from harness.report import PASS
+from harness.scenario import Scenario
+from harness.settings import EvalSettings
+from harness.timing import TimingSettings, reps_for, time_interleaved
+from tests.conftest import ROOT
+from tests.cpu_kernels import _exact
+from tests.test_executor import FAST
+
+CPU = torch.device("cpu")
+GQA = Scenario("gqa", "x", 2, 33, 47, 8, 2, 32, causal=True)
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts the aten operations run inside it, by name ("normal_", "copy_", ...)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.ops[func.__name__.split(".")[0]] += 1
+        return func(*args, **(kwargs or {}))
+
+
+@contextmanager
+def counting() -> Iterator[Counter[str]]:
+    mode = OpCounter()
+    with mode:
+        yield mode.ops
+
+
+# -- fresh inputs in place ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+@pytest.mark.parametrize("seed", [0, 1])  # seed 1: K and V interleaved in one KV-cache buffer
+def test_fresh_inputs_written_in_place_are_the_values_the_nonce_reproduces(dist: str, seed: int) -> None:
+    problem = AttentionForward()
+    q, k, v = problem.make_inputs(GQA, seed, CPU)
+    addresses = [x.data_ptr() for x in (q, k, v)]
+    gen = torch.Generator(device=CPU)
+    for nonce in (7, 2**61 + 3):
+        write_fresh_qkv(GQA, nonce, dist, (q, k, v), gen)
+        assert [x.data_ptr() for x in (q, k, v)] == addresses
+        again = fresh_qkv(GQA, nonce, dist, CPU)  # what the check of the timed call regenerates
+        assert all(torch.equal(a, b) for a, b in zip(again, (q, k, v), strict=True))
+
+
+def test_a_timed_call_draws_contiguous_inputs_where_they_lie_without_a_copy() -> None:
+    problem = AttentionForward()
+    for seed, copies in ((0, 0), (1, 2)):  # interleaved K and V: one copy each, Q none
+        inputs = problem.make_inputs(GQA, seed, CPU)
+        bufs = problem.buffers(GQA, inputs, problem.new_output(GQA, CPU), None, trial=seed)
+        timed = AttentionTimedInputs(GQA, 1, inputs, bufs, lambda: None, [0], random.SystemRandom())
+        timed.before_call()  # the first call keeps no output yet
+        with counting() as ops:
+            timed.before_call()
+        assert ops["copy_"] == copies
+        # One random draw per tensor, and the output of the call before kept (one clone).
+        assert sum(ops[op] for op in ("normal_", "uniform_", "randn", "rand")) == 3
+        assert ops["clone"] == 1
+
+
+# -- the reference's passes ------------------------------------------------------------------
+
+
+def _reference_ops(sq: int, sk: int, causal: bool) -> tuple[Counter[str], torch.Tensor]:
+    torch.manual_seed(0)
+    q = torch.randn(1, sq, 4, 32, dtype=torch.bfloat16)
+    k = torch.randn(1, sk, 2, 32, dtype=torch.bfloat16)
+    v = torch.randn(1, sk, 2, 32, dtype=torch.bfloat16)
+    with counting() as ops:
+        out = attention_reference(q, k, v, causal=causal, scale=0.2)
+    return ops, out
+
+
+def test_the_mask_and_the_nan_fix_run_only_where_a_row_needs_them() -> None:
+    decode, _ = _reference_ops(1, 300, causal=True)  # one query sees every key
+    assert decode["masked_fill_"] == 0 and decode["nan_to_num_"] == 0
+    chunked, _ = _reference_ops(40, 300, causal=True)  # rows miss keys, every row sees one
+    assert chunked["masked_fill_"] == 1 and chunked["nan_to_num_"] == 0
+    blind, out = _reference_ops(50, 20, causal=True)  # the first 30 rows see no key
+    assert blind["masked_fill_"] == 1 and blind["nan_to_num_"] == 1
+    assert bool((out[:, :30] == 0).all()) and bool(out[:, 30:].abs().sum() > 0)
+
+
+def test_the_fp32_reference_scales_q_not_the_scores_and_the_bf16_one_its_scores() -> None:
+    torch.manual_seed(2)
+    q = torch.randn(2, 40, 4, 32, dtype=torch.bfloat16)
+    k = torch.randn(2, 300, 2, 32, dtype=torch.bfloat16)
+    v = torch.randn(2, 300, 2, 32, dtype=torch.bfloat16)
+    for dtype, on_q, on_scores in ((torch.float32, 1, 0), (torch.bfloat16, 0, 1)):
+        with counting() as ops:
+            attention_reference(q, k, v, causal=True, scale=0.2, compute_dtype=dtype)
+        assert (ops["mul"], ops["mul_"]) == (on_q, on_scores)  # one chunk here
+    # Scaling before the product moves the fp32 answer by rounding only.
+    scores = torch.einsum("bqhd,bkhd->bhqk", q.double(), k.repeat_interleave(2, dim=2).double()) * 0.2
+    mask = torch.arange(300).view(1, 300) > torch.arange(40).view(40, 1) + 260
+    want = torch.einsum("bhqk,bkhd->bqhd", scores.masked_fill(mask, -math.inf).softmax(-1),
+                        v.repeat_interleave(2, dim=2).double())
+    got = attention_reference(q, k, v, causal=True, scale=0.2)
+    assert torch.allclose(got.double(), want, atol=1e-6, rtol=1e-6)
+
+
+def test_rows_reference_skips_the_same_passes_and_agrees_with_the_full_one() -> None:
+    torch.manual_seed(1)
+    for sq, sk in ((1, 257), (33, 47)):
+        q = torch.randn(1, sq, 4, 32, dtype=torch.bfloat16)
+        k = torch.randn(1, sk, 2, 32, dtype=torch.bfloat16)
+        v = torch.randn(1, sk, 2, 32, dtype=torch.bfloat16)
+        full = attention_reference(q, k, v, causal=True, scale=0.3)
+        queries = torch.arange(sq).view(1, sq)
+        with counting() as ops:
+            rows = attention_rows_reference(q[:, :, 0], k[:, :, 0], v[:, :, 0], queries, causal=True,
+                                            scale=0.3, seqlen_q=sq)
+        assert ops["masked_fill_"] == (1 if sq > 1 else 0) and ops["nan_to_num_"] == 0
+        assert torch.allclose(rows[0], full[0, :, 0], atol=1e-6)
+
+
+# -- peers beside the references, on both layouts ---------------------------------------------
+
+
+class Recorder(CpuDevice):
+    def __init__(self, log: list[str]) -> None:
+        super().__init__()
+        self.log = log
+
+    def synchronize(self) -> None:
+        self.log.append("sync")
+
+
+class LoggedProblem(AttentionForward):
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def reference(self, s: Scenario, buffers: Any, dtype: torch.dtype) -> torch.Tensor:
+        self.log.append("ref")
+        return super().reference(s, buffers, dtype)
+
+
+def _peer(log: list[str], name: str, wrong_on_strided: bool) -> Callable[[Any], torch.Tensor]:
+    def run(bufs: Any) -> torch.Tensor:
+        strided = not bufs.k.is_contiguous()
+        log.append(f"peer {name} {'strided' if strided else 'contiguous'}")
+        out = _exact(bufs)
+        return out * 1.5 if (strided and wrong_on_strided) else out
+    return run
+
+
+def test_peers_run_before_the_references_are_awaited_and_again_on_the_second_layout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    log: list[str] = []
+    real_check = worker.check_output
+
+    def logged_check(*args: Any) -> Any:
+        log.append("check")
+        return real_check(*args)
+
+    monkeypatch.setattr(worker, "check_output", logged_check)
+    problem = LoggedProblem(log)
+    peers = {"honest": _peer(log, "honest", False), "strided": _peer(log, "strided", True)}
+
+    class WithPeers(worker.ScenarioEvaluator):
+        def _wanted_peers(self, s: Scenario) -> dict[str, Callable[[Any], torch.Tensor]]:
+            return peers
+
+    settings = EvalSettings(device="cpu", peers=tuple(peers), timing=FAST)
+    candidate = problem.load_kernel(KernelSpec("correct", "python", "tests.cpu_kernels:correct"))
+    ev = WithPeers(problem, Recorder(log), candidate, None, settings, None)
+    r = ev.evaluate(GQA)
+    assert r.status == PASS, r.reason
+    refs = [i for i, e in enumerate(log) if e == "ref"]
+    assert len(refs) == 4  # fp32 and bf16, two trials
+    first, second = log[refs[0]:refs[2]], log[refs[2]:]
+    # Trial 1: both references asked for, then both peers, and nothing waited for the device
+    # in between; then the candidate's check and each peer's.
+    assert first[:7] == ["ref", "ref", "peer honest contiguous", "peer strided contiguous",
+                         "check", "check", "check"]
+    # Trial 2 (K and V interleaved): the same, before the timing loop.
+    assert second[:7] == ["ref", "ref", "peer honest strided", "peer strided strided",
+                          "check", "check", "check"]
+    assert r.peers["honest"].status == "ok" and r.peers["honest"].time_ms
+    assert r.peers["strided"].status == "incorrect"
+    assert r.peers["strided"].reason.startswith("trial 2: ")
+    assert r.peers["strided"].time_ms is None and "strided" not in r.speedup_vs_peers
+    # The peer wrong on the second layout is never timed: its only calls are the two checks.
+    assert sum(e.startswith("peer strided") for e in log) == 2
+    assert sum(e.startswith("peer honest") for e in log) > 2  # timed, on both layouts
+    assert r.phases.get("peers", 0) > 0
+
+
+def test_a_correctness_only_evaluation_checks_the_peers_on_the_first_trial_only() -> None:
+    log: list[str] = []
+    problem = LoggedProblem(log)
+    peers = {"honest": _peer(log, "honest", False)}
+
+    class WithPeers(worker.ScenarioEvaluator):
+        def _wanted_peers(self, s: Scenario) -> dict[str, Callable[[Any], torch.Tensor]]:
+            return peers
+
+    settings = EvalSettings(device="cpu", peers=("honest",), timing=FAST, measure=False)
+    candidate = problem.load_kernel(KernelSpec("correct", "python", "tests.cpu_kernels:correct"))
+    r = WithPeers(problem, Recorder(log), candidate, None, settings, None).evaluate(GQA)
+    assert r.status == PASS and r.peers["honest"].status == "ok"
+    assert [e for e in log if e.startswith("peer")] == ["peer honest contiguous"]
+
+
+# -- fewer samples -----------------------------------------------------------------------------
+
+
+def test_timed_calls_per_implementation_are_10_to_25_in_a_5_ms_budget() -> None:
+    s = TimingSettings()
+    assert (s.budget_ms, s.min_reps, s.max_reps) == (5.0, 10, 25)
+    assert reps_for(0.01, s) == 25  # a fast call: the cap, not 500
+    assert reps_for(0.25, s) == 20
+    assert reps_for(1.0, s) == 10  # the floor
+    assert reps_for(8.0, s) == 3  # slow calls: fewer still
+
+
+# -- the CLI's worker starts before the CLI imports torch --------------------------------------
+
+
+def test_the_executor_module_imports_without_torch() -> None:
+    code = ("import sys; from harness.executor import LocalExecutor, gpu_device_nodes; "
+            "import harness.cli; print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_eval_starts_its_worker_before_it_asks_torch_for_a_gpu_and_ends_it_without_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import harness.evaluate
+    import harness.executor
+    from harness.cli import build_parser
+
+    steps: list[str] = []
+    monkeypatch.setattr(harness.executor, "gpu_device_nodes", lambda: True)
+    monkeypatch.setattr(harness.executor.LocalExecutor, "prestart", lambda self: steps.append("prestart"))
+    monkeypatch.setattr(harness.executor.LocalExecutor, "close", lambda self: steps.append("close"))
+
+    def no_gpu() -> bool:
+        steps.append("torch asked")
+        return False
+
+    monkeypatch.setattr(harness.evaluate, "gpu_available", no_gpu)
+    args = build_parser().parse_args(["eval", str(ROOT / "kernels" / "attention" / "baseline.cu")])
+    assert args.func(args) == 3
+    assert steps == ["prestart", "torch asked", "close"]
+
+
+# -- cuDNN's plans for the next scenario, built while the timing loop drains --------------------
+
+
+def test_meanwhile_runs_once_every_timed_call_is_enqueued_and_before_the_wait() -> None:
+    log: list[str] = []
+    dev = Recorder(log)
+    launches = {name: (lambda i, name=name: log.append(f"call {name}")) for name in ("a", "b")}
+    time_interleaved(dev, launches, 2, FAST, cross_check=frozenset(),
+                     meanwhile=lambda: log.append("meanwhile"))
+    at = log.index("meanwhile")
+    assert log.count("meanwhile") == 1
+    assert log[at + 1] == "sync" and not any(e.startswith("call") for e in log[at:])
+    assert sum(e.startswith("call") for e in log[:at]) == 2 * (FAST.warmup + FAST.max_reps)
+
+
+class NamedPeer:
+    def __init__(self, log: list[str], name: str, s: Scenario, plans: bool) -> None:
+        self.log, self.name, self.s, self.plans_per_shape = log, name, s, plans
+        self.inputs: list[list[torch.Tensor]] = []
+
+    def __call__(self, bufs: Any) -> torch.Tensor:
+        layout = "strided" if not bufs.k.is_contiguous() else "contiguous"
+        self.log.append(f"{self.name} {self.s.name} {layout}")
+        self.inputs.append([bufs.q.clone(), bufs.k.clone(), bufs.v.clone()])
+        return _exact(bufs)
+
+
+def test_the_next_scenarios_plan_peers_are_called_after_the_timed_calls_on_other_contents() -> None:
+    log: list[str] = []
+    problem = AttentionForward()
+    current, upcoming = GQA, Scenario("next", "x", 1, 20, 90, 4, 1, 32, causal=True)
+    made: dict[str, NamedPeer] = {}
+
+    class WithPeers(worker.ScenarioEvaluator):
+        def _wanted_peers(self, s: Scenario) -> dict[str, Callable[[Any], torch.Tensor]]:
+            for name, plans in (("planned", True), ("plain", False)):
+                made[f"{name} {s.name}"] = NamedPeer(log, name, s, plans)
+            return {"planned": made[f"planned {s.name}"], "plain": made[f"plain {s.name}"]}
+
+    settings = EvalSettings(device="cpu", peers=("planned", "plain"), timing=FAST)
+    candidate = problem.load_kernel(KernelSpec("correct", "python", "tests.cpu_kernels:correct"))
+    ev = WithPeers(problem, Recorder(log), candidate, None, settings, None)
+    ev.upcoming = upcoming
+    assert ev.evaluate(current).status == PASS
+    ahead = [i for i, e in enumerate(log) if e.endswith(("next contiguous", "next strided"))]
+    # Only the peer that builds plans, once per layout, after the current scenario's last peer
+    # call, and the device waited for right after.
+    assert [log[i] for i in ahead] == ["planned next contiguous", "planned next strided"]
+    assert max(i for i, e in enumerate(log) if e.startswith(("planned gqa", "plain gqa"))) < ahead[0]
+    assert log[ahead[-1] + 1] == "sync"
+    # Inputs of the next scenario's shape and layouts, but not the contents its trials will get.
+    seen = made["planned next"].inputs
+    for trial, got in enumerate(seen):
+        real = problem.make_inputs(upcoming, settings.seed * 1_000_003 + trial, CPU)
+        assert [x.shape for x in got] == [x.shape for x in real]
+        assert not any(torch.equal(a, b) for a, b in zip(got, real, strict=True))
+    # Nothing ahead for the last scenario, or without timing.
+    log.clear()
+    ev.upcoming = None
+    assert ev.evaluate(current).status == PASS
+    assert not any("next" in e for e in log)
+    quiet = WithPeers(problem, Recorder(log), candidate, None, replace(settings, measure=False), None)
+    quiet.upcoming = upcoming
+    assert quiet.evaluate(current).status == PASS
+    assert not any("next" in e for e in log)
