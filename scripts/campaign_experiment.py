@@ -229,15 +229,15 @@ def side_by_side(ctx: ServerContext, results: dict[str, dict[str, Any]]) -> None
     """Every arm's leader evaluated again, one after the other, cuDNN, flash and FlashAttention-3
     (where it loads) timed beside it in the same worker processes (no peer cache): the x cuDNN,
     x flash and x FA3 of the table."""
+    from app.runner.evaluation import gpu_timing
     from harness.attention.suite import default_suite
     from harness.evaluate import evaluate_source
     from harness.settings import EvalSettings
-    from harness.timing import TimingSettings
 
     suite = {s.name: s for s in default_suite()}
     scenarios = [suite[n] for n in SCENARIOS]
     settings = EvalSettings(peers=("cudnn", "flash", "fa3"),
-                            timing=TimingSettings(budget_ms=ctx.settings.timing_budget_ms))
+                            timing=gpu_timing(ctx.settings.timing_budget_ms))
     for r in results.values():
         lead = r["leader"]
         if lead is None:

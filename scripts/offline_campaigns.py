@@ -142,14 +142,14 @@ def evaluation_costs(ctx: ServerContext, session_id: int) -> dict[str, Any]:
 def side_by_side(ctx: ServerContext, ids: dict[str, int]) -> dict[str, Any]:
     """Both leaders evaluated again on the campaign's scenarios, cuDNN and flash timed in the
     same worker processes (no peer cache), one right after the other."""
+    from app.runner.evaluation import gpu_timing
     from harness.attention.suite import default_suite
     from harness.evaluate import evaluate_source
     from harness.settings import EvalSettings
-    from harness.timing import TimingSettings
 
     suite = {s.name: s for s in default_suite()}
     scenarios = [suite[n] for n in SCENARIOS]
-    settings = EvalSettings(peers=("cudnn", "flash"), timing=TimingSettings(budget_ms=ctx.settings.timing_budget_ms))
+    settings = EvalSettings(peers=("cudnn", "flash"), timing=gpu_timing(ctx.settings.timing_budget_ms))
     out: dict[str, Any] = {}
     for mode, sid in ids.items():
         with ctx.database.session() as db:
