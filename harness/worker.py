@@ -713,7 +713,9 @@ def spare_worker(conn: Any, parent: int | None = None) -> None:
     loaded no candidate: each job still gets a process no other kernel ever ran in."""
     follow_parent(parent)
     import harness.attention.problem  # noqa: F401  (the import is the point)
+    from harness.attention.peers import warm_first_use
 
+    warm_first_use()
     try:
         msg = conn.recv()
     except (EOFError, OSError):

@@ -9,6 +9,7 @@ the timing loop drains; and the CLI's worker process started before the CLI impo
 from __future__ import annotations
 
 import math
+import os
 import random
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -359,3 +361,47 @@ def test_the_server_keeps_the_sample_cap_its_re_times_were_measured_under() -> N
                           peers=("cudnn",)).timing
         assert (s.budget_ms, s.max_reps, s.min_reps) == (budget, 50, 10)
     assert TimingSettings().max_reps == 25
+
+
+_FIRST_CUSTOM_OP_CALL = r"""
+import sys
+import torch
+from harness.attention.peers import warm_first_use
+warmed = warm_first_use({fa3})
+before = set(sys.modules)
+@torch.library.custom_op("socratic_probe::f", mutates_args=(), device_types="cpu")
+def f(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+f(torch.ones(3))
+print(len(warmed), len(set(sys.modules) - before), torch.cuda.is_initialized())
+"""
+
+
+@pytest.mark.parametrize("fa3", [True, False])
+def test_a_spare_worker_imports_what_the_first_fa3_call_would(fa3: bool) -> None:
+    """FA3's operator is a torch.library custom op; the first call of one imports hundreds of
+    modules (torch._dynamo and its dependencies). Warmed ahead (where fa3-fwd is installed),
+    that call imports nothing more, and the warm-up touches no CUDA."""
+    out = subprocess.run([sys.executable, "-c", _FIRST_CUSTOM_OP_CALL.format(fa3=fa3)],
+                         capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()
+    warmed, imported_by_first_call, cuda = int(out[0]), int(out[1]), out[2]
+    assert cuda == "False"
+    if fa3:
+        assert warmed > 100 and imported_by_first_call == 0
+    else:
+        assert warmed == 0 and imported_by_first_call > 100
+
+
+
+def test_fa3_is_found_installed_without_importing_it(tmp_path: Path) -> None:
+    """The warm-up's condition: a module fa3_fwd_interface on the path counts, and finding it
+    runs none of its code (the real one loads CUDA libraries)."""
+    (tmp_path / "fa3_fwd_interface.py").write_text("raise SystemExit('imported')\n")
+    code = "from harness.attention.peers import fa3_installed; print(fa3_installed())"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env=env, cwd=ROOT).stdout.strip()
+    assert found == "True"
+    env["PYTHONPATH"] = str(ROOT)
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env=env, cwd=ROOT).stdout.strip() == "False"

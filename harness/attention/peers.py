@@ -96,6 +96,30 @@ class Fa3Peer:
         return out[0] if isinstance(out, tuple) else out  # (out, lse) or out, by version
 
 
+def fa3_installed() -> bool:
+    """Whether fa3-fwd is installed, found without importing it (no CUDA library is loaded)."""
+    import importlib.util
+
+    return importlib.util.find_spec("fa3_fwd_interface") is not None
+
+
+def warm_first_use(fa3: bool | None = None) -> list[str]:
+    """Import ahead what the first FA3 call would: fa3-fwd's operator is a `torch.library`
+    custom op, and the first call of one imports torch._dynamo and its dependencies (seconds
+    in a fresh process: 4.8 s of the first scenario's `peers` on the H200, docs/harness.md). A
+    spare worker does it before its job arrives; pure imports, no GPU touched, no CUDA queried.
+    Nothing when fa3-fwd is not installed. Returns the modules imported."""
+    if not (fa3_installed() if fa3 is None else fa3):
+        return []
+    import importlib
+    import sys
+
+    before = set(sys.modules)
+    for name in ("torch._dynamo", "torch._higher_order_ops.triton_kernel_wrap"):
+        importlib.import_module(name)
+    return sorted(set(sys.modules) - before)
+
+
 @lru_cache(maxsize=1)
 def load_fa3() -> tuple[Callable[..., Any] | None, str]:
     """fa3-fwd's flash_attn_func, or None and why it cannot run here."""
