@@ -351,8 +351,14 @@ class ScenarioEvaluator:
             # A seed no trial uses, of the trial's parity (its layout): no answer for the inputs
             # the candidate will get exists before its own runs.
             seed = PLAN_SEED + (self.settings.seed * 1_000_003 + trial) % 2
-            inputs = self.problem.make_inputs(s, seed, dev)
-            bufs = self.problem.buffers(s, inputs, self.problem.new_output(s, dev), None, trial, seed)
+            try:
+                inputs = self.problem.make_inputs(s, seed, dev)
+                bufs = self.problem.buffers(s, inputs, self.problem.new_output(s, dev), None, trial, seed)
+            except torch.OutOfMemoryError:
+                # The next scenario's inputs beside the current one's do not fit this device:
+                # its plans are built in its own scenario, and this one is not charged for it.
+                self.device.release_memory()
+                return
             for peer in wanted.values():
                 try:
                     peer(bufs)
@@ -360,6 +366,7 @@ class ScenarioEvaluator:
                     raise
                 except Exception:
                     continue  # judged in its own scenario
+            del inputs, bufs
 
     def _wanted_peers(self, s: Scenario) -> dict[str, Callable[[Any], torch.Tensor]]:
         """The peers asked for that exist for the scenario (none on the CPU backend)."""

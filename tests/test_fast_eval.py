@@ -351,6 +351,35 @@ def test_the_next_scenarios_plan_peers_are_called_after_the_timed_calls_on_other
     assert not any("next" in e for e in log)
 
 
+
+def test_the_next_scenario_too_large_for_the_device_does_not_fail_the_current_one() -> None:
+    """Building the next scenario's plans allocates its inputs beside the current one's: where
+    they do not fit (a large decode shape on a small GPU), the current scenario still passes and
+    nothing is built ahead."""
+    log: list[str] = []
+    current, upcoming = GQA, Scenario("huge", "x", 1, 20, 90, 4, 1, 32, causal=True)
+
+    class Tight(AttentionForward):
+        def make_inputs(self, s: Scenario, seed: int, device: torch.device) -> list[torch.Tensor]:
+            if s.name == "huge":
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 9.00 GiB")
+            return super().make_inputs(s, seed, device)
+
+    class WithPeers(worker.ScenarioEvaluator):
+        def _wanted_peers(self, s: Scenario) -> dict[str, Callable[[Any], torch.Tensor]]:
+            return {"planned": NamedPeer(log, "planned", s, True)}
+
+    problem = Tight()
+    settings = EvalSettings(device="cpu", peers=("planned",), timing=FAST)
+    candidate = problem.load_kernel(KernelSpec("correct", "python", "tests.cpu_kernels:correct"))
+    ev = WithPeers(problem, Recorder(log), candidate, None, settings, None)
+    ev.upcoming = upcoming
+    r = ev.evaluate(current)
+    assert r.status == PASS, r.reason
+    assert r.peers["planned"].status == "ok"
+    assert not any("huge" in e for e in log)
+
+
 def test_the_server_keeps_the_sample_cap_its_re_times_were_measured_under() -> None:
     """The CLI's fresh evaluation takes 10-25 samples; a session's evaluation and the judge's
     re-time keep up to 50, whatever their budget (docs/harness.md, "Toward 30 s")."""
