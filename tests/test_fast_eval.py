@@ -93,6 +93,43 @@ def test_a_timed_call_draws_contiguous_inputs_where_they_lie_without_a_copy() ->
         assert ops["clone"] == 1
 
 
+
+class CountingSource(random.SystemRandom):
+    """The OS source, counting the random words it is asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.words: list[int] = []
+
+    def getrandbits(self, k: int) -> int:
+        self.words.append(k)
+        return super().getrandbits(k)
+
+
+def test_a_timed_calls_rows_take_one_seed_from_the_os_source_and_differ_each_draw() -> None:
+    """The rows checked after a timed call come from a generator seeded by one 256-bit word of
+    the OS source, drawn then (one system call, where each row's word was one before); two draws
+    give different rows, and the rows are valid for the scenario."""
+    problem = AttentionForward()
+    inputs = problem.make_inputs(GQA, 0, CPU)
+    bufs = problem.buffers(GQA, inputs, problem.new_output(GQA, CPU), None, trial=0)
+    source = CountingSource()
+    timed = AttentionTimedInputs(GQA, 1, inputs, bufs, lambda: None, [0], source)
+    draws = []
+    for _ in range(2):
+        source.words.clear()
+        draws.append(timed.draw_rows())
+        assert source.words == [256]
+    assert draws[0] != draws[1]
+    for block in draws[0]:
+        b, kvh, rest = block[0], block[1], block[2:]
+        heads, queries = rest[:len(rest) // 2], rest[len(rest) // 2:]
+        assert 0 <= b < GQA.batch and 0 <= kvh < GQA.heads_kv
+        assert all(kvh * GQA.group <= h < (kvh + 1) * GQA.group for h in heads)
+        assert all(0 <= q < GQA.seqlen_q for q in queries)
+        assert len(set(zip(heads, queries, strict=True))) == len(heads)  # rows without repeats
+
+
 # -- the reference's passes ------------------------------------------------------------------
 
 
