@@ -106,7 +106,7 @@ def fa3_installed() -> bool:
 def warm_first_use(fa3: bool | None = None) -> list[str]:
     """Import ahead what the first FA3 call would: fa3-fwd's operator is a `torch.library`
     custom op, and the first call of one imports torch._dynamo and its dependencies (seconds
-    in a fresh process: 4.8 s of the first scenario's `peers` on the H200, docs/harness.md). A
+    in a fresh process, much of the first scenario's 4.8 s of `peers` on the H200: docs/harness.md). A
     spare worker does it before its job arrives; pure imports, no GPU touched, no CUDA queried.
     Nothing when fa3-fwd is not installed. Returns the modules imported."""
     if not (fa3_installed() if fa3 is None else fa3):
