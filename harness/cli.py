@@ -147,6 +147,9 @@ def _eval(args: argparse.Namespace, source: Path, local: LocalExecutor | None) -
         peer_cache_max_age_s=args.peer_cache_hours * 3600,
         baseline_cache=not args.time_baseline,
     )
+    if local is not None:
+        # This evaluation owns the GPU: the worker builds the peers' plans while nvcc compiles.
+        local.warm("attention-forward", scenarios, settings)
     bar = ProgressBar(len(scenarios))
     executor: Executor | None = local
     cluster = None

@@ -99,9 +99,11 @@ def evaluate_source(
     own = executor is None
     executor = executor or LocalExecutor()
     if own and isinstance(executor, LocalExecutor) and settings.device == "cuda":
-        # The worker process starts and imports torch while nvcc compiles (it touches no GPU
-        # before the job arrives); closed below if the evaluation ends without it.
+        # The worker process starts and imports torch while nvcc compiles, then prepares for
+        # the job (this evaluation owns the GPU: the peers' plans are built meanwhile); closed
+        # below if the evaluation ends without it.
         executor.prestart()
+        executor.warm(problem_name, scenarios, settings)
     try:
         return _evaluate(source, scenarios, baseline, suite, settings, executor, progress, cancel,
                          problem_name, arch)

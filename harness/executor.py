@@ -15,13 +15,15 @@ import signal
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harness.report import CRASH, ERROR, SKIPPED, TIMEOUT, ScenarioResult
 
 if TYPE_CHECKING:
+    from harness.scenario import Scenario
+    from harness.settings import EvalSettings
     from harness.worker import WorkerJob
 
 
@@ -150,6 +152,25 @@ class LocalExecutor(Executor):
             have = self._spare is not None
         if not have:
             self._spawn_spare()
+
+    def warm(self, problem: str, scenarios: Sequence[Scenario], settings: EvalSettings) -> bool:
+        """Tell the spare process that the GPU is its evaluation's until the job ends: it makes
+        its CUDA context and builds the peers' plans for these scenarios now, while the caller
+        compiles, and stops when the job arrives (harness/worker.py: warm_up). Only for a
+        caller that owns the GPU for the whole evaluation (the CLI; evaluate_source with its
+        own executor): the server's spare is never told, another worker may be timing. False
+        when there is no spare to tell."""
+        with self._lock:
+            spare = self._spare
+        if spare is None:
+            return False
+        spec = {"problem": problem, "scenarios": [s.to_dict() for s in scenarios],
+                "settings": settings.to_dict()}
+        try:
+            spare[1].send(("warm", spec))
+        except (OSError, ValueError):
+            return False
+        return True
 
     def close(self) -> None:
         """End the spare process, if there is one."""

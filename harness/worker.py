@@ -120,6 +120,61 @@ def count_bit_differences(a: torch.Tensor, b: torch.Tensor) -> int:
     return int((_bits(a) != _bits(b)).sum().item())
 
 
+def wanted_peers(problem: Problem, settings: EvalSettings, s: Scenario) -> dict[str, Callable[[Any], torch.Tensor]]:
+    """The peers the settings ask for that exist for the scenario (none on the CPU backend)."""
+    if settings.device != "cuda":
+        return {}
+    return {k: v for k, v in problem.peers(s).items() if k in settings.peers}
+
+
+class PeerPlans:
+    """Peers whose first call on a shape and layout builds a plan (cuDNN compiles one at run
+    time: ~44 ms of host work per plan on the H200, serialized inside the library whatever the
+    number of threads, and kept per thread) are called once on each trial layout of a scenario
+    ahead of it, on inputs of its shape whose contents no trial uses: no answer for the inputs
+    the candidate will get exists before its own runs. Remembers the scenarios done, so that
+    the evaluator does not build again what the warm-up built (warm_up)."""
+
+    def __init__(self, problem: Problem, device: Device, settings: EvalSettings) -> None:
+        self.problem = problem
+        self.device = device
+        self.settings = settings
+        self._done: set[str] = set()
+
+    def built(self, s: Scenario) -> bool:
+        return s.name in self._done
+
+    def __len__(self) -> int:
+        return len(self._done)
+
+    def build(self, s: Scenario, peers: dict[str, Callable[[Any], torch.Tensor]]) -> bool:
+        """Call each of `peers` on every trial layout of `s` (two at most: the layouts alternate
+        by trial). Best effort: a peer that refuses the shape is judged in its own scenario.
+        False, with nothing kept, when the inputs do not fit beside what the device holds."""
+        if not peers:
+            return True
+        dev = self.device.torch_device
+        for trial in range(min(2, self.settings.trials)):
+            # A seed no trial uses, of the trial's parity (its layout).
+            seed = PLAN_SEED + (self.settings.seed * 1_000_003 + trial) % 2
+            try:
+                inputs = self.problem.make_inputs(s, seed, dev)
+                bufs = self.problem.buffers(s, inputs, self.problem.new_output(s, dev), None, trial, seed)
+            except torch.OutOfMemoryError:
+                self.device.release_memory()
+                return False
+            for peer in peers.values():
+                try:
+                    peer(bufs)
+                except FatalDeviceError:
+                    raise
+                except Exception:
+                    continue
+            del inputs, bufs
+        self._done.add(s.name)
+        return True
+
+
 class ScenarioEvaluator:
     def __init__(
         self,
@@ -131,6 +186,7 @@ class ScenarioEvaluator:
         rates: Rates | None,
         peer_cache: PeerCache | None = None,
         baseline_cache: BaselineCache | None = None,
+        plans: PeerPlans | None = None,
     ) -> None:
         self.problem = problem
         self.device = device
@@ -144,6 +200,7 @@ class ScenarioEvaluator:
         # The scenario evaluated after the current one (run_worker sets it): peers that build a
         # plan per shape and layout (cuDNN) get theirs while the current timing loop drains.
         self.upcoming: Scenario | None = None
+        self.plans = plans if plans is not None else PeerPlans(problem, device, settings)
         self._l2_floor = 0  # persisting-L2 limit a reset leaves (see reset_persisting_l2)
         self._profiled_win = False
 
@@ -332,47 +389,19 @@ class ScenarioEvaluator:
         return found
 
     def _prepare_upcoming_peers(self) -> None:
-        """Peers whose first call on a shape and layout builds a plan (cuDNN: tens of
-        milliseconds of host work) are called once on each trial layout of the next scenario,
-        on inputs of its shape whose contents do not matter, while the device still runs the
-        current scenario's queued timed calls: their work is enqueued after the last of them,
-        so no timed call sees it, and the next scenario's own peer calls find the plans built.
-        Best effort: a peer that refuses the shape is judged in its own scenario."""
+        """The next scenario's plans (PeerPlans), built while the device still runs the current
+        scenario's queued timed calls: their work is enqueued after the last of them, so no
+        timed call sees it, and the next scenario's own peer calls find the plans built. Nothing
+        when a warm-up already built them (warm_up, before the job)."""
         s = self.upcoming
-        if s is None or not self.settings.measure:
+        if s is None or not self.settings.measure or self.plans.built(s):
             return
         wanted = {k: v for k, v in self._wanted_peers(s).items() if getattr(v, "plans_per_shape", False)}
         cached = self._cached_peers(s, wanted)
-        wanted = {k: v for k, v in wanted.items() if k not in cached}
-        if not wanted:
-            return
-        dev = self.device.torch_device
-        for trial in range(min(2, self.settings.trials)):  # the layouts alternate by trial
-            # A seed no trial uses, of the trial's parity (its layout): no answer for the inputs
-            # the candidate will get exists before its own runs.
-            seed = PLAN_SEED + (self.settings.seed * 1_000_003 + trial) % 2
-            try:
-                inputs = self.problem.make_inputs(s, seed, dev)
-                bufs = self.problem.buffers(s, inputs, self.problem.new_output(s, dev), None, trial, seed)
-            except torch.OutOfMemoryError:
-                # The next scenario's inputs beside the current one's do not fit this device:
-                # its plans are built in its own scenario, and this one is not charged for it.
-                self.device.release_memory()
-                return
-            for peer in wanted.values():
-                try:
-                    peer(bufs)
-                except FatalDeviceError:
-                    raise
-                except Exception:
-                    continue  # judged in its own scenario
-            del inputs, bufs
+        self.plans.build(s, {k: v for k, v in wanted.items() if k not in cached})
 
     def _wanted_peers(self, s: Scenario) -> dict[str, Callable[[Any], torch.Tensor]]:
-        """The peers asked for that exist for the scenario (none on the CPU backend)."""
-        if self.settings.device != "cuda":
-            return {}
-        return {k: v for k, v in self.problem.peers(s).items() if k in self.settings.peers}
+        return wanted_peers(self.problem, self.settings, s)
 
     def _peers_for_trial(
         self, peers: dict[str, Callable[[Any], torch.Tensor]], status: dict[str, PeerResult],
@@ -713,26 +742,93 @@ def _baseline_cache(job: WorkerJob, info: dict[str, Any]) -> BaselineCache | Non
     return BaselineCache(folder, st.baseline_cache_max_age_s, info, st, digest, writable=alone)
 
 
+@dataclass
+class Prepared:
+    """What a warm-up left for the job: the device (its CUDA context made), the problem, and
+    the peers' plans built so far, with the settings they were built for."""
+    problem_name: str
+    settings: EvalSettings
+    device: Device
+    problem: Problem
+    plans: PeerPlans
+    seconds: float
+
+    def fits(self, job: WorkerJob) -> bool:
+        """The job runs on the same problem and device kind; the plans are for its layouts
+        when the trials' seeds have the same parity and the trials are as many."""
+        return self.problem_name == job.problem and self.settings.device == job.settings.device
+
+    def plans_for(self, job: WorkerJob) -> PeerPlans | None:
+        st, mine = job.settings, self.settings
+        same_layouts = st.seed % 2 == mine.seed % 2 and min(2, st.trials) == min(2, mine.trials)
+        return self.plans if same_layouts else None
+
+
+def warm_up(spec: dict[str, Any], conn: Any) -> Prepared | None:
+    """Before its job arrives, a spare process told that the GPU is its evaluation's (the
+    caller compiles meanwhile) makes its CUDA context and calls every peer once on the first
+    scenario (libraries loaded, cuDNN's handle made), then builds the plans of every scenario
+    in order (PeerPlans), in this thread, the one the job runs in (the plans are kept per
+    thread). It stops as soon as anything arrives on `conn`: the job never waits for more
+    than one scenario's plans. No candidate is loaded. None when nothing could be prepared."""
+    started = time.monotonic()
+    try:
+        settings = EvalSettings.from_dict(spec["settings"])
+        scenarios = [Scenario.from_dict(s) for s in spec["scenarios"]]
+        device = make_device(settings.device)
+        problem = get_problem(spec["problem"])
+    except Exception:
+        return None  # the job's own setup reports what is wrong
+    plans = PeerPlans(problem, device, settings)
+    warm = settings.measure and not settings.peer_cache_dir
+    first = True
+    try:
+        for s in scenarios if warm else []:
+            if conn.poll():
+                break
+            peers = wanted_peers(problem, settings, s)
+            if not first:  # after the first scenario, only what builds a plan per shape
+                peers = {k: v for k, v in peers.items() if getattr(v, "plans_per_shape", False)}
+            if not peers:
+                continue
+            plans.build(s, peers)
+            first = False
+        device.synchronize()
+    except Exception:
+        pass  # best effort: the evaluation builds what is missing, and reports a broken device
+    finally:
+        device.release_memory()
+    return Prepared(spec["problem"], settings, device, problem, plans, time.monotonic() - started)
+
+
 def spare_worker(conn: Any, parent: int | None = None) -> None:
     """Entry point of a spare process (LocalExecutor(spare=True)): it pays for the process
     start and the imports ahead of time, then waits for one job. It touches no GPU before the
-    job arrives (a context created while another worker times would disturb it), and it has
-    loaded no candidate: each job still gets a process no other kernel ever ran in."""
+    job arrives (a context created while another worker times would disturb it), unless the
+    caller tells it first that the GPU is its evaluation's ("warm": LocalExecutor.warm): then
+    it prepares for the job (warm_up). It has loaded no candidate: each job still gets a
+    process no other kernel ever ran in."""
     follow_parent(parent)
     import harness.attention.problem  # noqa: F401  (the import is the point)
     from harness.attention.peers import warm_first_use
 
     warm_first_use()
-    try:
-        msg = conn.recv()
-    except (EOFError, OSError):
+    prepared: Prepared | None = None
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg[0] == "warm" and prepared is None:
+            prepared = warm_up(msg[1], conn)
+            continue
+        if msg[0] == "job":
+            run_worker(msg[1], msg[2], conn, spare=True, prepared=prepared)
         return
-    if msg[0] == "job":
-        run_worker(msg[1], msg[2], conn, spare=True)
 
 
 def run_worker(job_dict: dict[str, Any], start: int, conn: Any, spare: bool = False,
-               parent: int | None = None) -> None:
+               parent: int | None = None, prepared: Prepared | None = None) -> None:
     """Entry point of the spawned process. Messages: ("ready", info), ("start", i),
     ("result", i, dict), ("setup_error", text), ("done",)."""
     follow_parent(parent)  # a worker whose executor died stops at once (harness/lifeline.py)
@@ -750,9 +846,11 @@ def run_worker(job_dict: dict[str, Any], start: int, conn: Any, spare: bool = Fa
 
     try:
         job = WorkerJob.from_dict(job_dict)
-        device = make_device(job.settings.device)
+        if prepared is not None and not prepared.fits(job):
+            prepared = None
+        device = prepared.device if prepared is not None else make_device(job.settings.device)
         mark("device")
-        problem = get_problem(job.problem)
+        problem = prepared.problem if prepared is not None else get_problem(job.problem)
         candidate = problem.load_kernel(job.candidate)
         baseline = problem.load_kernel(job.baseline) if job.baseline else None
         mark("kernels")
@@ -773,8 +871,12 @@ def run_worker(job_dict: dict[str, Any], start: int, conn: Any, spare: bool = Fa
     if job.settings.peer_cache_dir and job.settings.device == "cuda":
         cache = PeerCache(Path(job.settings.peer_cache_dir), job.settings.peer_cache_max_age_s, info,
                           job.settings)
+    plans = prepared.plans_for(job) if prepared is not None else None
+    if prepared is not None:
+        info["warm_up"] = {"seconds": round(prepared.seconds, 2),
+                           "scenarios_with_plans": len(plans) if plans is not None else 0}
     evaluator = ScenarioEvaluator(problem, device, candidate, baseline, job.settings, rates, cache,
-                                  _baseline_cache(job, info))
+                                  _baseline_cache(job, info), plans)
     info["persisting_l2_bytes_at_start"] = evaluator.reset_persisting_l2()
     mark("l2_reset")
     info["setup_phases"] = marks

@@ -29,7 +29,12 @@ def phase_row(name: str, d: dict[str, Any], wall: str) -> str:
     g = d.get("geomean", {}).get("all", {})
     peers = " ".join(f"{p} {v:.3f}" for p, v in (g.get("vs_peers") or {}).items() if v)
     verdict = (d.get("verdict") or {}).get("status", "?")
-    cells = [name, wall, f"{d.get('seconds', 0):.1f}", f"{info.get('setup_s', 0):.1f}",
+    comp = d.get("compile") or {}
+    warm = info.get("warm_up") or {}
+    cells = [name, wall, f"{d.get('seconds', 0):.1f}",
+             "cached" if comp.get("cached") else f"{comp.get('seconds', 0):.1f}",
+             f"{warm['seconds']:.1f} ({warm['scenarios_with_plans']})" if warm else "-",
+             f"{info.get('setup_s', 0):.1f}",
              *(f"{totals[p]:.1f}" for p in PHASES), str(cached),
              f"{verdict} {g.get('passed')}/{g.get('scenarios')}",
              f"base {g.get('vs_baseline') or 0:.2f} {peers}"]
@@ -94,9 +99,9 @@ def main() -> None:
         name, _, value = w.partition("=")
         walls[name] = f"{float(value[:-2]) / 1e3:.1f}" if value.endswith("ms") else value
     loaded = [(Path(p).stem, json.loads(Path(p).read_text())) for p in args.reports]
-    print("| run | wall s | report s | setup | " + " | ".join(PHASES)
+    print("| run | wall s | report s | compile | warm-up (plans) | setup | " + " | ".join(PHASES)
           + " | cached base | verdict | geomeans |")
-    print("|" + "---|" * (len(PHASES) + 7))
+    print("|" + "---|" * (len(PHASES) + 9))
     for name, d in loaded:
         print(phase_row(name, d, walls.get(name, "-")))
     for name, d in loaded:

@@ -13,12 +13,15 @@
 # warm, as on a GPU after its first evaluation of the day; FILL=0: the first run of this
 # checkout fills it, the next ones take the baseline's time from it. LIMIT_S (default 390): a
 # run of this checkout after the first starts only while the call has that long left to go,
-# assuming it takes as long as the first did.
+# assuming it takes as long as the first did. COMPILE=1: then one more run per checkout on a
+# copy of the kernel that differs by a comment, so that nvcc runs inside the measured wall time
+# (what an agent's every new candidate costs: the compile, then the evaluation; the worker's
+# warm-up overlaps the two where the checkout has one).
 set -uo pipefail
 OUT=${1:?output folder}
 KERNEL=$(realpath "${2:-kernels/attention/gallery/fa2-mma-a.cu}")
 RUNS=${3:-3}
-BEFORE=${4:-}
+BEFORE=${4:+$(realpath "$4")}
 FILL=${FILL:-1}
 LIMIT_S=${LIMIT_S:-390}
 mkdir -p "$OUT"
@@ -104,9 +107,21 @@ for i in $(seq 1 "$RUNS"); do
   [ "$i" -eq 1 ] && FIRST_S=$LAST_S
   REPORTS+=("$OUT/after$i.json")
 done
+if [ "${COMPILE:-0}" = 1 ]; then
+  for dir in ${BEFORE:+"$BEFORE"} "$HERE"; do
+    name=$([ "$dir" = "$HERE" ] && echo afterC || echo beforeC)
+    copy=/tmp/$name-$(basename "$KERNEL")
+    { cat "$KERNEL"; echo "// $name $(date +%s%N): a new source, so nvcc compiles it"; } > "$copy"
+    KERNEL_SAVED=$KERNEL; KERNEL=$copy
+    timed_eval "$name" "$dir"
+    KERNEL=$KERNEL_SAVED
+    REPORTS+=("$OUT/$name.json")
+  done
+fi
 python3 scripts/eval_phases.py "${REPORTS[@]}" --wall "${WALLS[@]}" | tee "$OUT/table.md"
 AFTER=("${REPORTS[@]}")
 [ -n "$BEFORE" ] && AFTER=("${REPORTS[@]:1}")
+[ "${COMPILE:-0}" = 1 ] && AFTER=("${AFTER[@]:0:${#AFTER[@]}-$([ -n "$BEFORE" ] && echo 2 || echo 1)}")
 if [ "${#AFTER[@]}" -gt 1 ]; then  # run to run, this checkout only
   python3 scripts/eval_phases.py "${AFTER[@]}" | grep '^re-time' | tee -a "$OUT/table.md"
 fi

@@ -193,6 +193,33 @@ def test_a_prestarted_process_takes_the_job_and_no_new_spare_follows() -> None:
     assert executor._spare is None
 
 
+def test_a_prestarted_process_told_to_warm_up_prepares_then_runs_the_job() -> None:
+    """The CLI tells its prestarted worker that the GPU is its evaluation's
+    (LocalExecutor.warm): the process makes its device before the job and reports the warm-up;
+    the job's results are those of any worker. A spare never told reports none."""
+    executor = LocalExecutor()
+    assert not executor.warm("attention-forward", SCENARIOS, _job("correct").settings)  # no spare
+    executor.prestart()
+    assert executor._spare is not None
+    pid = executor._spare[0].pid
+    try:
+        assert executor.warm("attention-forward", SCENARIOS, _job("correct").settings)
+        result = executor.run(_job("correct"))
+    finally:
+        executor.close()
+    assert result.device["pid"] == pid
+    assert result.device["warm_up"]["seconds"] >= 0
+    assert result.device["warm_up"]["scenarios_with_plans"] == 0  # the CPU backend has no peers
+    assert [r.status for r in result.results] == [PASS, PASS, PASS]
+    spare = LocalExecutor(spare=True)
+    try:
+        spare.run(_job("correct"))
+        untold = spare.run(_job("correct"))
+    finally:
+        spare.close()
+    assert untold.device["spare"] is True and "warm_up" not in untold.device
+
+
 def test_a_dead_spare_is_replaced_by_a_fresh_process() -> None:
     executor = LocalExecutor(spare=True)
     try:

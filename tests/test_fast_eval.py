@@ -417,6 +417,87 @@ def test_the_next_scenario_too_large_for_the_device_does_not_fail_the_current_on
     assert not any("huge" in e for e in log)
 
 
+class PollAfter:
+    """A worker's end of the pipe on which a message arrives after `n` polls (the job)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def poll(self, timeout: float = 0.0) -> bool:
+        self.n -= 1
+        return self.n < 0
+
+
+def _warm(monkeypatch: pytest.MonkeyPatch, log: list[str], scenarios: list[Scenario],
+          conn: Any, **settings: Any) -> worker.Prepared | None:
+    def peers(problem: Any, st: EvalSettings, s: Scenario) -> dict[str, Any]:
+        return {name: NamedPeer(log, name, s, plans) for name, plans in
+                (("planned", True), ("plain", False))}
+
+    monkeypatch.setattr(worker, "wanted_peers", peers)
+    st = EvalSettings(device="cpu", peers=("planned", "plain"), timing=FAST, **settings)
+    spec = {"problem": "attention-forward", "scenarios": [s.to_dict() for s in scenarios],
+            "settings": st.to_dict()}
+    return worker.warm_up(spec, conn)
+
+
+def test_a_warm_up_calls_every_peer_once_then_builds_plans_in_order_until_the_job_arrives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    log: list[str] = []
+    suite = [Scenario(f"s{i}", "x", 1, 20 + i, 40, 4, 2, 32, causal=True) for i in range(5)]
+    prepared = _warm(monkeypatch, log, suite, PollAfter(3))
+    assert prepared is not None and prepared.seconds >= 0
+    # First use of every peer on the first scenario, on both layouts; then only the peer that
+    # builds a plan per shape; nothing once the job is there (the fourth poll).
+    assert log == ["planned s0 contiguous", "plain s0 contiguous",
+                   "planned s0 strided", "plain s0 strided",
+                   "planned s1 contiguous", "planned s1 strided",
+                   "planned s2 contiguous", "planned s2 strided"]
+    assert [prepared.plans.built(s) for s in suite] == [True, True, True, False, False]
+    # A job with the same problem and device kind takes the device; the plans only where its
+    # trials have the layouts they were built for.
+    job = worker.WorkerJob("attention-forward", KernelSpec("c", "python", "x:y"), None, suite,
+                           prepared.settings)
+    assert prepared.fits(job) and prepared.plans_for(job) is prepared.plans
+    other = replace(prepared.settings, seed=prepared.settings.seed + 1)
+    assert prepared.plans_for(replace(job, settings=other)) is None
+    assert not prepared.fits(replace(job, settings=replace(other, device="cuda")))
+
+
+def test_no_warm_up_builds_for_a_peer_cache_or_without_timing(monkeypatch: pytest.MonkeyPatch) -> None:
+    log: list[str] = []
+    suite = [GQA]
+    for st in ({"peer_cache_dir": "/tmp/peers"}, {"measure": False}):
+        prepared = _warm(monkeypatch, log, suite, PollAfter(99), **st)
+        assert prepared is not None and len(prepared.plans) == 0
+    assert log == []
+
+
+def test_the_evaluation_does_not_build_again_what_the_warm_up_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    log: list[str] = []
+    later = Scenario("later", "x", 1, 21, 40, 4, 2, 32, causal=True)
+    prepared = _warm(monkeypatch, log, [GQA, later], PollAfter(99))
+    assert prepared is not None and prepared.plans.built(later)
+    log.clear()
+    problem = AttentionForward()
+    settings = prepared.settings
+    candidate = problem.load_kernel(KernelSpec("correct", "python", "tests.cpu_kernels:correct"))
+
+    class WithPeers(worker.ScenarioEvaluator):
+        def _wanted_peers(self, s: Scenario) -> dict[str, Callable[[Any], torch.Tensor]]:
+            return {"planned": NamedPeer(log, "planned", s, True)}
+
+    ev = WithPeers(problem, Recorder(log), candidate, None, settings, None, plans=prepared.plans)
+    ev.upcoming = later
+    assert ev.evaluate(GQA).status == PASS
+    assert not any("later" in e for e in log)  # its plans exist: nothing ahead
+    fresh = WithPeers(problem, Recorder(log), candidate, None, settings, None)
+    fresh.upcoming = later
+    assert fresh.evaluate(GQA).status == PASS
+    assert [e for e in log if "later" in e] == ["planned later contiguous", "planned later strided"]
+
+
 def test_the_server_keeps_the_sample_cap_its_re_times_were_measured_under() -> None:
     """The CLI's fresh evaluation takes 10-25 samples; a session's evaluation and the judge's
     re-time keep up to 50, whatever their budget (docs/harness.md, "Toward 30 s")."""

@@ -132,3 +132,54 @@ def test_infinite_output_fails() -> None:
     out = ref32.to(torch.bfloat16)
     out[0, 0, 0, 0] = float("inf")
     assert "NaN/Inf" in check_output(out, ref32, lowp).reason
+
+
+class _ScoreCounter(torch.utils._python_dispatch.TorchDispatchMode):
+    """The elements of every batched matrix product's output (scores and outputs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.elements = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        out = func(*args, **(kwargs or {}))
+        if func.__name__.split(".")[0] == "bmm":
+            self.elements += out.numel()
+        return out
+
+
+@pytest.mark.parametrize("sq,sk", [(1024, 1024), (1100, 1500), (1024, 700)])
+def test_a_long_causal_sequence_computes_only_the_scores_its_blocks_see(sq: int, sk: int) -> None:
+    """Cut into blocks of queries, each block leaves out the keys hidden from all its rows: the
+    answer is the one of a single block over every key (the left-out probabilities are exactly
+    0), for both compute dtypes, and a square shape computes ~5/8 of the scores. Rows that see
+    no key (sk < sq) stay zeros."""
+    g = torch.Generator().manual_seed(sq + sk)
+    q = torch.randn(1, sq, 2, 16, generator=g).to(torch.bfloat16)
+    k = torch.randn(1, sk, 1, 16, generator=g).to(torch.bfloat16)
+    v = torch.randn(1, sk, 1, 16, generator=g).to(torch.bfloat16)
+    for dtype in (torch.float32, torch.bfloat16):
+        whole = _ScoreCounter()
+        with whole:  # one block of every query over every key: the rows' keys are all there
+            ref = attention_reference(q, k, v, causal=False, scale=0.25, compute_dtype=dtype)
+        blocked = _ScoreCounter()
+        with blocked:
+            got = attention_reference(q, k, v, causal=True, scale=0.25, compute_dtype=dtype)
+        # The causal answer of one block (the mask over all keys), by the rows reference.
+        from harness.attention.reference import attention_rows_reference
+
+        rows = torch.arange(sq).view(1, sq)
+        kv = lambda t: t[0, :, 0].unsqueeze(0).expand(2, sk, 16)  # noqa: E731
+        want = attention_rows_reference(
+            q[0].permute(1, 0, 2), kv(k), kv(v), rows.expand(2, sq), causal=True, scale=0.25,
+            seqlen_q=sq, compute_dtype=dtype,
+        ).permute(1, 0, 2).unsqueeze(0)
+        tol = 1e-6 if dtype == torch.float32 else 2e-2
+        assert torch.allclose(got.float(), want.float(), atol=tol, rtol=0)
+        if sk < sq:
+            assert bool((got[:, : sq - sk] == 0).all())
+        assert blocked.elements < whole.elements
+        if sq == sk:
+            scores = (blocked.elements - sq * 2 * 16) / (whole.elements - sq * 2 * 16)
+            assert 0.6 <= scores <= 0.66
+    del ref

@@ -114,6 +114,43 @@ def test_peer_cache_and_spare_process_on_the_gpu(tmp_path: Path) -> None:
           f"/ {info2['setup_phases']}; evaluation {first.seconds:.1f} s then {second.seconds:.1f} s")
 
 
+def test_a_warmed_worker_has_every_plan_built_before_its_job() -> None:
+    """The CLI's worker, told the GPU is its evaluation's (LocalExecutor.warm), builds the peers'
+    plans before the job arrives: the evaluation reports them and its verdicts and peer
+    statuses are those of a worker never told."""
+    import time
+
+    from harness.executor import LocalExecutor
+
+    gallery = ROOT / "kernels" / "attention" / "gallery" / "fa2-mma-a.cu"
+    names = ("gqa-llama3-8b-tp1-s4096-b2-causal", "decode-llama3-8b-tp1-q1-b32-k4096",
+             "ragged-d128-q113-k203-causal", "chunk-llama3-8b-tp1-q512-k8192")
+    chosen = [s for s in default_suite() if s.name in names]
+    assert len(chosen) == len(names)
+    settings = EvalSettings()
+    executor = LocalExecutor()
+    executor.prestart()
+    try:
+        assert executor.warm("attention-forward", chosen, settings)
+        time.sleep(20)  # the imports, the CUDA context and four scenarios' plans
+        warmed = evaluate_source(gallery, chosen, settings=settings, executor=executor)
+    finally:
+        executor.close()
+    cold = evaluate_source(gallery, chosen, settings=settings, executor=LocalExecutor())
+    info = warmed.settings["device_info"]
+    assert info["warm_up"]["scenarios_with_plans"] == len(chosen), info["warm_up"]
+    assert "warm_up" not in cold.settings["device_info"]
+    for a, b in zip(warmed.scenarios, cold.scenarios, strict=True):
+        assert a.status == b.status == PASS, (a.reason, b.reason)
+        assert {k: p.status for k, p in a.peers.items()} == {k: p.status for k, p in b.peers.items()}
+    # The first scenario's peers found their libraries loaded and their plans built.
+    assert warmed.scenarios[0].phases.get("peers", 0) < cold.scenarios[0].phases.get("peers", 0)
+    print(f"warm-up {info['warm_up']}; peers phase {warmed.scenarios[0].phases.get('peers')} s "
+          f"vs {cold.scenarios[0].phases.get('peers')} s; timing "
+          f"{sum(r.phases.get('timing', 0) for r in warmed.scenarios):.2f} s vs "
+          f"{sum(r.phases.get('timing', 0) for r in cold.scenarios):.2f} s")
+
+
 def test_fa3_is_a_third_peer_where_it_loads_and_a_note_where_it_does_not() -> None:
     from harness.attention.peers import load_fa3
 
