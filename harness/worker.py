@@ -754,11 +754,12 @@ class Prepared:
     seconds: float
 
     def fits(self, job: WorkerJob) -> bool:
-        """The job runs on the same problem and device kind; the plans are for its layouts
-        when the trials' seeds have the same parity and the trials are as many."""
+        """The job runs on the same problem and device kind: it takes the device."""
         return self.problem_name == job.problem and self.settings.device == job.settings.device
 
     def plans_for(self, job: WorkerJob) -> PeerPlans | None:
+        """The plans, where they are for the job's layouts: its trials' seeds of the same
+        parity, and as many trials up to two."""
         st, mine = job.settings, self.settings
         same_layouts = st.seed % 2 == mine.seed % 2 and min(2, st.trials) == min(2, mine.trials)
         return self.plans if same_layouts else None
