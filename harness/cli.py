@@ -178,6 +178,7 @@ def print_report(report: EvaluationReport, json_out: str | None) -> int:
         print(render_table(report))
         print(f"evaluated {len(report.scenarios)} scenarios in {report.seconds:.1f} s on "
               f"{report.gpu or 'unknown device'}")
+        print(f"  {report.time_note()}")
     if json_out:
         Path(json_out).write_text(report.to_json())
         print(f"report written to {json_out}", file=sys.stderr)

@@ -182,6 +182,26 @@ class EvaluationReport:
                 f"measured {age_h:.1f} h earlier on this GPU and software): the naive baseline is "
                 "not re-timed; the kernel and the peers were timed side by side")
 
+    def time_note(self) -> str:
+        """Where the evaluation's seconds went: the compile, the worker's setup and warm-up, and
+        each scenario phase summed over the suite (the numbers docs/harness.md's tables use)."""
+        info = self.settings.get("device_info") or {}
+        parts = ["compile " + ("cached" if self.compile.cached else f"{self.compile.seconds:.1f} s")]
+        if "setup_s" in info:
+            parts.append(f"worker setup {float(info['setup_s']):.1f} s")
+        warm = info.get("warm_up")
+        if warm:
+            parts.append(f"warm-up {float(warm['seconds']):.1f} s beside the compile (peer plans for "
+                         f"{warm['scenarios_with_plans']} of {len(self.scenarios)} scenarios)")
+        totals: dict[str, float] = {}
+        for s in self.scenarios:
+            for phase, sec in s.phases.items():
+                totals[phase] = totals.get(phase, 0.0) + sec
+        order = ("correctness", "reference", "peers", "timing", "integrity", "profile")
+        named = sorted(totals, key=lambda k: (order.index(k) if k in order else len(order), k))
+        phases = ", ".join(f"{k} {totals[k]:.1f}" for k in named)
+        return "; ".join(parts) + (f"; per phase (s): {phases}" if phases else "")
+
     def unavailable_peers(self) -> dict[str, str]:
         """Peers the evaluation asked for that could not run on its machine, with the reason."""
         info = self.settings.get("device_info") or {}

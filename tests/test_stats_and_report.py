@@ -96,3 +96,20 @@ def test_table_shows_every_scenario_status_and_geomeans() -> None:
     assert "geomean visible passed   2/3" in text
     assert "geomean hidden  passed   1/2" in text
     assert "vs baseline 4.000x" in text
+
+
+def test_time_note_says_where_the_seconds_went() -> None:
+    """The CLI's line under the table: the compile, the worker's setup and warm-up, and each
+    phase summed over the scenarios in the evaluation's order."""
+    report = _report()
+    report.scenarios[0].phases = {"timing": 1.25, "correctness": 0.5}
+    report.scenarios[1].phases = {"correctness": 0.25, "reference": 2.0, "integrity": 1.0}
+    report.compile = CompileInfo(ok=True, cached=False, seconds=9.6)
+    report.settings = {"device_info": {"setup_s": 0.04,
+                                       "warm_up": {"seconds": 6.6, "scenarios_with_plans": 3}}}
+    assert report.time_note() == (
+        "compile 9.6 s; worker setup 0.0 s; warm-up 6.6 s beside the compile (peer plans for 3 of "
+        "4 scenarios); per phase (s): correctness 0.8, reference 2.0, timing 1.2, integrity 1.0")
+    bare = _report()
+    bare.compile = CompileInfo(ok=True, cached=True)
+    assert bare.time_note() == "compile cached"
