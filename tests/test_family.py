@@ -458,10 +458,19 @@ def test_l2_sections_render_one_decode_call_and_round_trip() -> None:
     src = render(k)
     assert not [str(f) for f in check_source(src) if f.blocking]
     assert "constexpr long long kWgL2SectionBytes = 16LL * 1024 * 1024;" in src
-    # sm90_tile is where the producers (cp.async and tensor-map) and the consumers decode a tile.
-    # the group of query heads sharing a K/V head: heads_q / heads_kv, or 1 where the grid's heads are K/V heads
-    call = "decode_tile_l2(tile, sc, a.batch, a.seqlen_k, a.head_dim, sc.gp > 1 ? 1 : a.heads_q / a.heads_kv)"
-    assert src.count(call) == 1
+    # sm90_tile is where the producers (cp.async and tensor-map) and the consumers decode a tile;
+    # the host sizes the sections once per call, after the split-KV choice, into Sched::l2_units
+    # (the group of query heads sharing a K/V head: heads_q / heads_kv, or 1 where the grid's
+    # heads are K/V heads), so no tile pays for the sizing's 64-bit division.
+    assert src.count("decode_tile_l2(tile, sc, a.batch)") == 1
+    assert src.count("  int l2_units;") == 1
+    sizing = ("  s.l2_units = l2_section_units(s, a->batch, a->seqlen_k, a->head_dim,\n"
+              "                               s.gp > 1 ? 1 : a->heads_q / a->heads_kv);\n"
+              "  if (s.tiles <= 0) return cudaSuccess;")
+    assert src.count(sizing) == 1
+    assert src.index("s.splits = 1;\n      s.tiles = s.m_blocks") < src.index(sizing)
+    decode = src.split("__device__ __forceinline__ TileId decode_tile_l2(", 1)[1].split("\n}\n", 1)[0]
+    assert "long long" not in decode and "kWgL2SectionBytes" not in decode
     assert src.count("sm90_tile<BM, BN>(tile, a, sc)") == 3
     sm90 = src.split("struct Sm90Tile {", 1)[1]
     assert "decode_tile(tile, sc, a.batch)" not in sm90
@@ -481,8 +490,9 @@ int main(int argc, char** argv) {
   s.m_blocks = atoi(argv[4]); const int sk = atoi(argv[5]), d = atoi(argv[6]);
   const int group = argc > 7 ? atoi(argv[7]) : 1;
   const int tiles = s.m_blocks * s.heads_grid * batch * s.splits;
+  s.l2_units = l2_section_units(s, batch, sk, d, group);
   for (int t = 0; t < tiles; ++t) {
-    const TileId id = decode_tile_l2(t, s, batch, sk, d, group);
+    const TileId id = decode_tile_l2(t, s, batch);
     printf("%d %d %d %d\n", id.mb, id.head, id.batch, id.split);
   }
 }
@@ -490,7 +500,8 @@ int main(int argc, char** argv) {
 
 
 def _section_order(tmp_path: Path, src: str) -> Any:
-    """Build the rendered kernel's own Sched, TileId and decode_tile_l2 as host code (g++) and
+    """Build the rendered kernel's own Sched, TileId, l2_section_units (the host's sizing) and
+    decode_tile_l2 as host code (g++) and
     return a function (heads, batch, splits, m_blocks, seqlen_k, head_dim[, group]) -> tile ids in
     order; group is the grid heads that share one K/V head (1 when omitted)."""
     import shutil

@@ -327,11 +327,18 @@ def _with_wide_d64(text: str) -> str:
 # heads are query heads and the `group` of them that share a K/V head are adjacent (kv head =
 # head / group), so a section is a whole number of groups; with packing the grid's heads are K/V
 # heads already (group 1). A call whose whole K/V fits is one section, exactly
-# grid_order=heavy_first. The producers and the consumers all decode tiles through sm90_tile, so
-# the one call is the whole change.
+# grid_order=heavy_first. The host sizes the sections once per call (Sched::l2_units); the
+# producers and the consumers all decode tiles through sm90_tile, so one call there is the
+# whole change on the device.
 _TILE_FN = "template <int BM, int BN>\n__device__ __forceinline__ Sm90Tile sm90_tile("
 _TILE_CALL = "  x.id = decode_tile(tile, sc, a.batch);\n"
-L2_TILE_CALL = "decode_tile_l2(tile, sc, a.batch, a.seqlen_k, a.head_dim, sc.gp > 1 ? 1 : a.heads_q / a.heads_kv)"
+L2_TILE_CALL = "decode_tile_l2(tile, sc, a.batch)"
+_SCHED_TILES = "  int tiles;       // m_blocks * heads_grid * batch * splits\n"
+_SCHED_SECTION = "  int l2_units;    // wg_l2_sections: units (head, batch, split) per section\n"
+_SM90_LAUNCH = ("  if (s.tiles <= 0) return cudaSuccess;\n  int grid = s.tiles;\n"
+                "  if constexpr (kPersistent) grid = grid < num_sms() ? grid : num_sms();\n")
+L2_HOST_CALL = ("  s.l2_units = l2_section_units(s, a->batch, a->seqlen_k, a->head_dim,\n"
+                "                               s.gp > 1 ? 1 : a->heads_q / a->heads_kv);\n")
 
 
 def l2_section_order(k: Knobs) -> str:
@@ -344,15 +351,20 @@ def l2_section_order(k: Knobs) -> str:
         "// group: the units (query heads, adjacent: kv head = head / group) that read one K/V head; 1 when",
         "// the grid's heads are K/V heads (GQA packing) or there is no GQA. A section is whole groups.",
         f"constexpr long long kWgL2SectionBytes = {mb}LL * 1024 * 1024;",
-        "__device__ __forceinline__ TileId decode_tile_l2(int t, const Sched& s, int batch, int seqlen_k,",
-        "                                                 int head_dim, int group) {",
+        "// Units per section, once per call on the host (after the split-KV choice): the tile decode",
+        "// below runs for every tile in every producer and consumer, and this has a 64-bit division.",
+        "inline int l2_section_units(const Sched& s, int batch, int seqlen_k, int head_dim, int group) {",
         "  const int units = s.heads_grid * batch * s.splits;",
         "  const int kv_units = units / group;  // distinct (kv head, batch, split)",
         "  const long long kv = 4LL * head_dim * ((seqlen_k + s.splits - 1) / s.splits);  // K + V of a K/V unit",
         "  long long fit = kWgL2SectionBytes / (kv > 0 ? kv : 1);  // K/V units per section",
         "  // the call's whole K/V (kv heads x batch x seqlen_k) fits: one section, exactly heavy_first",
         "  if (4LL * head_dim * seqlen_k * (kv_units / s.splits) <= kWgL2SectionBytes) fit = kv_units;",
-        "  const int G = group * int(fit < 1 ? 1 : (fit < kv_units ? fit : kv_units));  // units per section",
+        "  return group * int(fit < 1 ? 1 : (fit < kv_units ? fit : kv_units));",
+        "}",
+        "__device__ __forceinline__ TileId decode_tile_l2(int t, const Sched& s, int batch) {",
+        "  const int units = s.heads_grid * batch * s.splits;",
+        "  const int G = s.l2_units;  // units per section (l2_section_units)",
         "  const int sec = t / (G * s.m_blocks);",
         "  const int r = t - sec * G * s.m_blocks;",
         "  const int gs = min(G, units - sec * G);  // units of this section (the last may hold fewer)",
@@ -371,7 +383,11 @@ def l2_section_order(k: Knobs) -> str:
 
 
 def _with_l2_sections(text: str, k: Knobs) -> str:
+    """On the whole rendered file: the Sched field, the order's functions, the host's sizing
+    after the split-KV choice, and the one decode call."""
+    text = _swap(text, _SCHED_TILES, _SCHED_TILES + _SCHED_SECTION)
     text = _swap(text, _TILE_FN, l2_section_order(k) + _TILE_FN)
+    text = _swap(text, _SM90_LAUNCH, L2_HOST_CALL + _SM90_LAUNCH)
     return _swap(text, _TILE_CALL, f"  x.id = {L2_TILE_CALL};\n")
 
 
@@ -386,8 +402,6 @@ def sm90_section(k: Knobs) -> str:
         text = _with_q_ring(text, k)
     if k.wg_wide_d64:
         text = _with_wide_d64(text)
-    if k.wg_l2_sections:
-        text = _with_l2_sections(text, k)
     return text.replace("//@@SM90_WGMMA@@", wgmma_wrappers(ss, rs))
 
 
@@ -410,6 +424,8 @@ def render(knobs: Knobs) -> str:
         text = head + sm90_section(knobs) + anchor + tail
         if knobs.wg_load == "tma":
             text = _swap(text, "#include <cuda_runtime.h>\n", "#include <cuda.h>\n#include <cuda_runtime.h>\n")
+        if knobs.wg_l2_sections:
+            text = _with_l2_sections(text, knobs)
     return text
 
 
