@@ -145,11 +145,20 @@ def time_interleaved(
             else float("nan")
         )
         timed = Timed(samples_ms=samples, wall_ms_per_call=wall)
-        if checked and wall > settings.wall_factor * timed.median_ms + settings.wall_slack_ms:
-            timed.flags.append(
-                f"wall-clock {wall:.4f} ms per call vs {timed.median_ms:.4f} ms on the device "
-                "timer: work runs outside the timed stream"
-            )
+        limit = settings.wall_factor * timed.median_ms + settings.wall_slack_ms
+        if checked and wall > limit:
+            # One slow synchronization can be the host's hiccup (measured: a 39 us call read
+            # 0.28 ms once in 182 scenarios): decide on twice as many calls again. Work hidden
+            # from the timed stream is there on every call, or on a pattern of calls, and shows
+            # again.
+            again = wall_clock_per_call(device, launches[name], n_sets, 2 * settings.wall_reps,
+                                        before.get(name))
+            if again > limit:
+                timed.flags.append(
+                    f"wall-clock {min(wall, again):.4f} ms per call vs {timed.median_ms:.4f} ms on "
+                    "the device timer: work runs outside the timed stream"
+                )
+            timed.wall_ms_per_call = again
         results[name] = timed
     return results
 

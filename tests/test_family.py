@@ -630,3 +630,66 @@ def test_l2_sections_compile_without_spills(tmp_path: Path) -> None:
     for b in blocks:
         assert " 0 bytes spill stores, 0 bytes spill loads" in b, b[:600]
     assert "C7510" not in log and "C7508" not in log
+
+
+# -- decode_kv_warps: the decode tile's warps split each block's keys ---------------------------
+
+
+def test_decode_kv_warps_is_a_tiling_knob_checked_against_the_decode_tile() -> None:
+    assert KNOB_LAYER["decode_kv_warps"] == "tiling"
+    assert KNOB_SPACE["tiling"]["decode_kv_warps"] == (1, 2, 4)
+    with pytest.raises(KnobError, match="decode_kv_warps=2 splits the decode tile's keys among warps"):
+        parse_knobs("decode_tile=off,decode_kv_warps=2")
+    # 16x32x1 with 4 key warps: 8 keys each, under an m16n8k16 step
+    with pytest.raises(KnobError, match="each key warp takes 8 keys of a block, which must be a multiple of 16"):
+        parse_knobs("decode_tile=16x32x1,decode_kv_warps=4")
+    k = parse_knobs("decode_kv_warps=4")
+    assert k.kv_warps(decode=True) == 4 and k.kv_warps(decode=False) == 1
+    # the key warps' merge reuses the K/V stages: with one stage it needs more than they hold
+    one = parse_knobs("decode_tile=32x32x2,decode_kv_warps=2,stages=1")
+    assert one.smem_bytes(256, decode=True) == 32 * 256 * 2 + 32 * 256 * 4 + 2 * 32 * 8
+    assert one.smem_bytes(256) == Knobs(stages=1).smem_bytes(256)  # the main tile is unchanged
+    assert {n.decode_kv_warps for n in neighbours(default_knobs(), "tiling")} >= {2, 4}
+    assert k.slug().split("_")[3] == "dec-16x64x1-kw4"
+
+
+def test_decode_kv_warps_render_the_split_and_the_merge_and_one_keeps_the_bytes() -> None:
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    base = parse_knobs(str(gallery / "wgmma-tma-b.knobs.json"))
+    assert render(base.replace(decode_kv_warps=1)) == (gallery / "wgmma-tma-b.cu").read_text()
+    src = render(base.replace(decode_kv_warps=2))
+    assert not [str(f) for f in check_source(src) if f.blocking]
+    assert "constexpr int kDecodeKvWarps = 2;" in src
+    assert "static constexpr int KW = Dec ? kDecodeKvWarps : 1;" in src  # the main tile keeps one
+    # every key offset of the warp's slice: K rows, V rows and the mask's columns
+    assert src.count("kw * C::BNW + ") == 3
+    assert "Key warps merge (decode_kv_warps)" in src
+    assert "if (r >= sc.mtotal || kw != 0) continue;  // key warp 0 stores" in src
+    assert json.loads(src.split("Knob setting:")[1].split("#include")[0].replace("//   ", ""))[
+        "decode_kv_warps"] == 2
+
+
+def test_tma_c_gallery_report_was_measured_on_the_strict_build_of_the_gallery_file() -> None:
+    import hashlib
+
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    report = json.loads((gallery / "wgmma-tma-c.json").read_text())
+    strict = "#define SOCRATIC_SM90_TMA_STRICT 1\n" + (gallery / "wgmma-tma-c.cu").read_text()
+    assert report["compile"]["source_sha256"] == hashlib.sha256(strict.encode()).hexdigest()
+    assert report["verdict"]["status"] == "accepted"
+    assert report["geomean"]["all"]["passed"] == report["geomean"]["all"]["scenarios"] == 182
+    assert set(report["settings"]["peers"]) == {"cudnn", "flash", "fa3"}
+    k = parse_knobs(str(gallery / "wgmma-tma-c.knobs.json"))
+    assert (k.decode_tile, k.decode_kv_warps, k.stages) == ("32x64x2", 2, 3)
+
+
+@needs_nvcc
+def test_the_decode_kernels_with_key_warps_compile_without_spills() -> None:
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    built = compile_kernel(gallery / "wgmma-tma-c.cu", arch="sm_90a")
+    assert built.info.ok, built.info.log[-2000:]
+    blocks = built.info.log.split("Compiling entry function '")[1:]
+    decode = [b for b in blocks if b.startswith("_ZN3fam8attn_fwdILi") and "ELb1EE" in b.split("'", 1)[0]]
+    assert len(decode) == 3, built.info.log[-3000:]  # d64, d128, d256
+    for b in decode:
+        assert " 0 bytes spill stores, 0 bytes spill loads" in b, b[:600]

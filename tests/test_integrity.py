@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from harness.attention.fields import timed_scale, trial_scale
-from harness.attention.fresh import AttentionTimedInputs, fresh_qkv, timed_reason
+from harness.attention.fresh import AttentionTimedInputs, changed_keys, fresh_qkv, timed_reason
 from harness.attention.problem import AttentionForward
 from harness.device import KernelActivity
 from harness.executor import LocalExecutor
@@ -135,6 +135,21 @@ def test_the_probe_changes_half_the_keys_of_one_block_that_is_not_the_first() ->
         assert int(blocks.sum()) == 1 and not bool(blocks[0, 0])
         assert not bool(rows[:, 0].any())  # never the first key
         assert int(rows.sum()) == (GQA.seqlen_k - 1) // 2
+
+
+def test_the_probe_key_rows_are_a_fresh_half_of_rows_one_on() -> None:
+    picks = []
+    for seed in (1, 2):
+        gen = torch.Generator()
+        gen.manual_seed(seed)
+        got = changed_keys(32768, gen, CPU)
+        assert got.numel() == 32767 // 2 and got.unique().numel() == got.numel()
+        assert int(got.min()) >= 1 and int(got.max()) <= 32767
+        picks.append(set(got.tolist()))
+    assert picks[0] != picks[1]  # drawn from the seed, not fixed
+    gen = torch.Generator()
+    assert changed_keys(1, gen, CPU).tolist() == [0]  # no other row: the only one
+    assert changed_keys(2, gen, CPU).tolist() == [1]
 
 
 def test_softmax_scale_rotates_by_trial_and_by_timed_call() -> None:

@@ -66,3 +66,50 @@ def test_the_lead_is_capped_and_has_a_floor() -> None:
     assert lead_ms(0.0, s) == s.lead_slack_ms
     assert lead_ms(0.1, s) == 2 * 0.1 + s.lead_slack_ms
     assert lead_ms(10.0, s) == s.max_lead_ms
+
+
+class FixedTimerDevice(CpuDevice):
+    """A device whose timer reads 0.01 ms per call: what the launches do beside the timed call
+    (a sleep) shows in the wall clock only, as work hidden from the timed stream would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.timing = False
+
+    def time_call(self, fn: Callable[[], None]) -> Callable[[], float]:
+        self.timing = True
+        try:
+            fn()
+        finally:
+            self.timing = False
+        return lambda: 0.01
+
+
+def _wall_flags(sleeps_ms: Callable[[int], float]) -> tuple[list[str], float]:
+    """The candidate's flags and wall time when its n-th untimed call sleeps sleeps_ms(n)."""
+    dev = FixedTimerDevice()
+    untimed = [0]
+
+    def candidate(i: int) -> None:
+        if not dev.timing:
+            time.sleep(sleeps_ms(untimed[0]) / 1e3)
+            untimed[0] += 1
+
+    settings = TimingSettings(min_reps=3, min_reps_slow=3, max_reps=3, wall_reps=3)
+    t = time_interleaved(dev, {"candidate": candidate}, 1, settings)["candidate"]
+    return t.flags, t.wall_ms_per_call
+
+
+def test_one_slow_wall_clock_call_is_measured_again_and_not_flagged() -> None:
+    flags, wall = _wall_flags(lambda n: 3.0 if n == 0 else 0.0)  # the host's hiccup, once
+    assert flags == [] and wall < 0.5
+
+
+def test_work_outside_the_timed_stream_on_every_call_is_flagged() -> None:
+    flags, wall = _wall_flags(lambda n: 2.0)
+    assert len(flags) == 1 and flags[0].startswith("wall-clock") and wall > 1.5
+
+
+def test_work_outside_the_timed_stream_on_every_third_call_is_flagged() -> None:
+    flags, _ = _wall_flags(lambda n: 6.0 if n % 3 == 0 else 0.0)
+    assert len(flags) == 1 and "work runs outside the timed stream" in flags[0]

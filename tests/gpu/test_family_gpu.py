@@ -108,3 +108,22 @@ def test_tma_family_kernels_pass_a_subset_without_the_cp_async_fallback(spec: st
         chosen = [s for s in chosen if 128 % (s.heads_q // s.heads_kv) == 0]
     bad = _failures(src, chosen)
     assert not bad, (spec, bad)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("spec", [
+    # mma.sync family, 2 key warps per row warp, with expf, lazy rescale and no split-KV
+    "decode_kv_warps=2,softmax_exp=expf,rescale=lazy,split_kv=off",
+    # the gallery's wgmma-tma-b with 4 key warps and 3 stages; a 32-row tile with 2 key warps
+    "mma=wgmma,persistent=true,wg_load=tma,wg_q_stages=2,wg_wide_d64=true,decode_kv_warps=4,stages=3,"
+    "tile_d256=64x32x4",
+    "mma=wgmma,persistent=true,wg_load=tma,decode_tile=32x64x2,decode_kv_warps=2,pack_gqa=on",
+])
+def test_decode_key_warps_pass_every_decode_scenario(spec: str, tmp_path: Path) -> None:
+    # decode_kv_warps splits each block's keys among warps that merge at the end of a tile: every
+    # decode shape (1-4 queries, GQA groups of 2-8, causal bottom-right, split-KV or not).
+    src = tmp_path / "family_decode.cu"
+    src.write_text(render(parse_knobs(spec)))
+    chosen = [s for s in default_suite() if s.category == "decode" or s.name in SCENARIOS]
+    bad = _failures(src, chosen)
+    assert not bad, (spec, bad)

@@ -62,7 +62,7 @@ def _fmt(v: float | None, spec: str = ".1f") -> str:
 
 def category_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     """Per category: scenarios, passed, geomean TFLOP/s of the kernel and of each peer, and the
-    geomean of the per-scenario ratio to cuDNN; plus an `all` row."""
+    geomeans of the per-scenario ratios to each peer and to the baseline; plus an `all` row."""
     scen = report["scenarios"]
     rows = []
     for cat in (*CATEGORIES, "all"):
@@ -82,23 +82,30 @@ def category_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
             "tflops": geomean(s.get("tflops") for s in passed),
             "cudnn_tflops": geomean(peer(s, "cudnn") for s in items),
             "flash_tflops": geomean(peer(s, "flash") for s in items),
+            "fa3_tflops": geomean(peer(s, "fa3") for s in items),
             "vs_cudnn": geomean(s.get("speedup_vs_peers", {}).get("cudnn") for s in passed),
             "vs_flash": geomean(s.get("speedup_vs_peers", {}).get("flash") for s in passed),
+            "vs_fa3": geomean(s.get("speedup_vs_peers", {}).get("fa3") for s in passed),
             "vs_baseline": geomean(s.get("speedup_vs_baseline") for s in passed),
         })
     return rows
 
 
 def markdown_table(report: dict[str, Any], label: str) -> str:
-    head = ("| category | scenarios | correct | " + label +
-            " TFLOP/s | cuDNN TFLOP/s | FA2 (torch flash) TFLOP/s | x cuDNN | x FA2 | x baseline |")
-    lines = [head, "|" + "---|" * 10]
-    for r in category_rows(report):
-        lines.append(
-            f"| {r['category']} | {r['scenarios']} | {r['passed']} | {_fmt(r['tflops'])} | "
-            f"{_fmt(r['cudnn_tflops'])} | {_fmt(r['flash_tflops'])} | {_fmt(r['vs_cudnn'], '.3f')} | "
-            f"{_fmt(r['vs_flash'], '.3f')} | {_fmt(r['vs_baseline'], '.1f')} |"
-        )
+    """The gallery README's table; the FA3 columns where the report timed FA3."""
+    rows = category_rows(report)
+    fa3 = any(r["fa3_tflops"] is not None for r in rows)
+    cols = ["category", "scenarios", "correct", f"{label} TFLOP/s", "cuDNN TFLOP/s",
+            "FA2 (torch flash) TFLOP/s", *(["FA3 TFLOP/s"] if fa3 else []), "x cuDNN", "x FA2",
+            *(["x FA3"] if fa3 else []), "x baseline"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        cells = [r["category"], str(r["scenarios"]), str(r["passed"]), _fmt(r["tflops"]),
+                 _fmt(r["cudnn_tflops"]), _fmt(r["flash_tflops"]),
+                 *([_fmt(r["fa3_tflops"])] if fa3 else []), _fmt(r["vs_cudnn"], ".3f"),
+                 _fmt(r["vs_flash"], ".3f"), *([_fmt(r["vs_fa3"], ".3f")] if fa3 else []),
+                 _fmt(r["vs_baseline"], ".3f")]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -120,7 +120,7 @@ def _swap(text: str, old: str, new: str, count: int = 1) -> str:
     fails the render loudly instead of leaving a half-converted kernel)."""
     found = text.count(old)
     if found != count:
-        raise RuntimeError(f"template_sm90.cu.in: expected {count} of {old!r}, found {found}")
+        raise RuntimeError(f"template: expected {count} of {old!r}, found {found}")
     return text.replace(old, new)
 
 
@@ -391,6 +391,127 @@ def _with_l2_sections(text: str, k: Knobs) -> str:
     return _swap(text, _TILE_CALL, f"  x.id = {L2_TILE_CALL};\n")
 
 
+# decode_kv_warps=N (N > 1): the decode tile's CTA gets N warps per row warp, and each block's keys
+# are split among them (warp kw computes keys [kw * BN / N, (kw + 1) * BN / N) of every block with
+# its own running max, sum and output); at the end of a tile they merge through the shared memory
+# the K/V stages used: every key warp rescales its output to the rows' common max, and key warp 0
+# adds them up and stores. All the CTA's threads issue the loads. The main tile keeps one key warp,
+# and N = 1 renders the template unchanged, so its files keep their bytes.
+_KV_CFG = (
+    "  static constexpr int W = TileOf<D, Dec>::W;    // warps\n"
+    "  static constexpr int kThreads = W * 32;\n"
+    "  static constexpr int RPW = BM / W;            // query rows per warp\n"
+    "  static constexpr int MT = RPW / 16;           // m16 tiles per warp\n"
+    "  static constexpr int NT = BN / 8;             // n8 tiles of S per row block\n"
+)
+_KV_CFG_NEW = (
+    "  static constexpr int KW = Dec ? kDecodeKvWarps : 1;  // key warps: each takes a slice of every block\n"
+    "  static constexpr int WR = TileOf<D, Dec>::W;   // row warps\n"
+    "  static constexpr int W = WR * KW;              // warps\n"
+    "  static constexpr int BNW = BN / KW;            // keys per key warp per block\n"
+    "  static constexpr int kThreads = W * 32;\n"
+    "  static constexpr int RPW = BM / WR;           // query rows per warp\n"
+    "  static constexpr int MT = RPW / 16;           // m16 tiles per warp\n"
+    "  static constexpr int NT = BNW / 8;            // n8 tiles of S per row block\n"
+)
+_KV_EDITS: tuple[tuple[str, str, int | None], ...] = (
+    (_KV_CFG, _KV_CFG_NEW, 1),
+    ("  static constexpr int KN = BN / 16;            // k16 steps of P V\n",
+     "  static constexpr int KN = BNW / 16;           // k16 steps of P V\n", 1),
+    ("  static constexpr size_t kTileBytes = size_t(kQElems + 2 * kStages * kKVElems) * 2;\n",
+     "  // the key warps' merge reuses the K/V stages: outputs of warps 1.. (fp32) and every warp's (max, sum)\n"
+     "  static constexpr size_t kMergeBytes = KW > 1 ? size_t(KW - 1) * BM * D * 4 + size_t(KW) * BM * 8 : 0;\n"
+     "  static constexpr size_t kLoadBytes = size_t(2 * kStages * kKVElems) * 2;\n"
+     "  static constexpr size_t kTileBytes =\n"
+     "      size_t(kQElems) * 2 + (kMergeBytes > kLoadBytes ? kMergeBytes : kLoadBytes);\n", 1),
+    ("  static_assert(BN % 16 == 0, \"block_n must be a multiple of 16\");\n",
+     "  static_assert(BNW % 16 == 0, \"keys per key warp must be a multiple of 16\");\n", 1),
+    ("  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;\n",
+     "  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;\n"
+     "  const int rw = warp % C::WR, kw = warp / C::WR;  // row warp, key warp\n", 1),
+    ("warp * C::RPW + mt * 16", "rw * C::RPW + mt * 16", 4),
+    ("          const int row = np * 16 + (lane & 7) + ((lane >> 4) << 3);\n",
+     "          const int row = kw * C::BNW + np * 16 + (lane & 7) + ((lane >> 4) << 3);\n", 1),
+    ("              const int col = n0 + nt * 8 + 2 * t4 + (e & 1);\n",
+     "              const int col = n0 + kw * C::BNW + nt * 8 + 2 * t4 + (e & 1);\n", 1),
+    ("          const int row = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);\n",
+     "          const int row = kw * C::BNW + kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);\n", 1),
+    ("        if (r >= sc.mtotal) continue;\n",
+     "        if (r >= sc.mtotal || kw != 0) continue;  // key warp 0 stores\n", 1),
+)
+_KV_EPILOGUE = (
+    "        l_run[mt][h] = l;\n"
+    "      }\n"
+)
+_KV_MERGE = r"""    if constexpr (C::KW > 1) {
+      // Key warps merge (decode_kv_warps): (max, sum) of every key warp, then each output rescaled
+      // to the rows' common max; key warp 0 adds the others' and stores below.
+      __syncthreads();  // every warp is done with the K/V stages: the merge reuses them
+      float* mo = reinterpret_cast<float*>(k_s);                        // [KW - 1][BM][D]
+      float2* mml = reinterpret_cast<float2*>(mo + (C::KW - 1) * BM * D);  // [KW][BM]
+      auto to_exp = [&](float x) { return kExp2 ? fast_exp2(x * sl2) : expf(x * scale); };
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          if (t4 == 0) mml[kw * BM + rw * C::RPW + mt * 16 + g + 8 * h] = make_float2(m_run[mt][h], l_run[mt][h]);
+      __syncthreads();
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = rw * C::RPW + mt * 16 + g + 8 * h;
+          float mx = neg_inf();
+#pragma unroll
+          for (int w = 0; w < C::KW; ++w) mx = fmaxf(mx, mml[w * BM + row].x);
+          float l = 0.f;
+#pragma unroll
+          for (int w = 0; w < C::KW; ++w) {
+            const float2 ml = mml[w * BM + row];
+            if (ml.x != neg_inf()) l += ml.y * to_exp(ml.x - mx);
+          }
+          const float f = m_run[mt][h] == neg_inf() ? 0.f : to_exp(m_run[mt][h] - mx);
+          m_run[mt][h] = mx;
+          l_run[mt][h] = l;
+#pragma unroll
+          for (int dt = 0; dt < DT; ++dt) {
+            o[mt][dt][2 * h] *= f;
+            o[mt][dt][2 * h + 1] *= f;
+            if (kw > 0)
+              *reinterpret_cast<float2*>(mo + ((kw - 1) * BM + row) * D + dt * 8 + 2 * t4) =
+                  make_float2(o[mt][dt][2 * h], o[mt][dt][2 * h + 1]);
+          }
+        }
+      __syncthreads();
+      if (kw == 0) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = rw * C::RPW + mt * 16 + g + 8 * h;
+            for (int w = 1; w < C::KW; ++w)
+#pragma unroll
+              for (int dt = 0; dt < DT; ++dt) {
+                const float2 v = *reinterpret_cast<const float2*>(mo + ((w - 1) * BM + row) * D + dt * 8 + 2 * t4);
+                o[mt][dt][2 * h] += v.x;
+                o[mt][dt][2 * h + 1] += v.y;
+              }
+          }
+      }
+    }
+"""
+
+
+def _with_decode_kv_warps(text: str, k: Knobs) -> str:
+    """decode_kv_warps > 1 on the mma.sync kernel (the decode tile of either layer)."""
+    text = _swap(text, "constexpr bool kDecodeTile = ",
+                 f"constexpr int kDecodeKvWarps = {k.decode_kv_warps};  // decode_kv_warps\n"
+                 "constexpr bool kDecodeTile = ")
+    for old, new, count in _KV_EDITS:
+        text = _swap(text, old, new, text.count(old) if count is None else count)
+    return _swap(text, _KV_EPILOGUE, _KV_EPILOGUE + _KV_MERGE)
+
+
 def sm90_section(k: Knobs) -> str:
     text = TEMPLATE_SM90.read_text()
     ss = {k.wg_block_n(d) for d in HEAD_DIMS}
@@ -416,6 +537,8 @@ def render(knobs: Knobs) -> str:
         text.replace("//@@KNOB_COMMENT@@", comment)
         .replace("//@@KNOB_CONSTANTS@@", knob_constants(knobs))
     )
+    if knobs.decode_kv_warps != 1:
+        text = _with_decode_kv_warps(text, knobs)
     if knobs.mma == "wgmma":
         head, anchor, tail = text.partition(SM90_ANCHOR)
         if not anchor:

@@ -55,6 +55,8 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "tile_d128": tiles_for(128),
         "tile_d256": tiles_for(256),
         "decode_tile": ("off", "16x32x1", "16x64x1", "32x32x2", "32x64x2"),  # few-row (decode) groups
+        # warps per row warp of the decode tile, splitting every block's keys (merged at the end)
+        "decode_kv_warps": (1, 2, 4),
         # Hopper layer (mma=wgmma only): keys per block per head_dim, and consumer warpgroups of
         # 64 query rows each (the CTA's query tile is 64 x consumers).
         "wg_block_n_d64": (128, 64, 192),
@@ -125,6 +127,7 @@ class Knobs:
     tile_d128: str = "128x32x4"
     tile_d256: str = "128x64x8"
     decode_tile: str = "16x64x1"
+    decode_kv_warps: int = 1
     loader: str = "cp_async"
     stages: int = 2
     smem_layout: str = "swizzle"
@@ -161,17 +164,23 @@ class Knobs:
             return parse_tile(self.decode_tile)
         return parse_tile(getattr(self, f"tile_d{head_dim}"))
 
+    def kv_warps(self, decode: bool) -> int:
+        """Key warps per row warp: decode_kv_warps for the decode tile, one for the main tile."""
+        return self.decode_kv_warps if decode and self.decode_tile != "off" else 1
+
     def smem_bytes(self, head_dim: int, decode: bool = False) -> int:
         bm, bn, _ = self.tile(head_dim, decode)
         row = head_dim if self.smem_layout == "swizzle" else head_dim + 8
         extra = 8 * self.stages if self.loader == "bulk" else 0
-        return (bm * row + 2 * self.stages * bn * row) * 2 + extra
+        kw = self.kv_warps(decode)
+        merge = (kw - 1) * bm * head_dim * 4 + kw * bm * 8 if kw > 1 else 0  # reuses the K/V stages
+        return bm * row * 2 + max(2 * self.stages * bn * row * 2, merge) + extra
 
     def fragment_regs(self, head_dim: int, decode: bool = False) -> int:
         """32-bit registers per thread held by fragments across the key loop."""
         bm, bn, w = self.tile(head_dim, decode)
         rpw = bm // w
-        regs = rpw * head_dim // 32 + rpw * bn // 32
+        regs = rpw * head_dim // 32 + rpw * (bn // self.kv_warps(decode)) // 32
         if self.q_fragments == "registers":
             regs += rpw * head_dim // 64
         return regs
@@ -181,6 +190,8 @@ class Knobs:
         knobs (all at their defaults then) are left out, so files rendered before the layer existed keep their
         bytes; parsing the record back gives the same setting either way."""
         d = self.to_dict()
+        if self.decode_kv_warps == 1:  # files rendered before the knob existed keep their bytes
+            d.pop("decode_kv_warps")
         if self.mma == "mma_sync":
             for name in ("mma", *HOPPER_KNOBS):
                 d.pop(name)
@@ -225,7 +236,7 @@ class Knobs:
         """A short file-name-safe name of the setting."""
         parts = [
             f"d64-{self.tile_d64}", f"d128-{self.tile_d128}", f"d256-{self.tile_d256}",
-            f"dec-{self.decode_tile}",
+            f"dec-{self.decode_tile}" + (f"-kw{self.decode_kv_warps}" if self.decode_kv_warps != 1 else ""),
             self.loader, f"s{self.stages}", self.smem_layout, f"q{self.q_fragments[:4]}",
             self.softmax_exp.split("_")[0], self.rescale, self.grid_order,
             "persist" if self.persistent else "grid", f"split-{self.split_kv}",
@@ -257,6 +268,11 @@ class Knobs:
             raise KnobError(
                 "loader=bulk copies whole rows with the bulk copy engine, which cannot apply the "
                 "XOR swizzle: use smem_layout=pad with it"
+            )
+        if self.decode_kv_warps != 1 and self.decode_tile == "off":
+            raise KnobError(
+                f"decode_kv_warps={self.decode_kv_warps} splits the decode tile's keys among warps: it "
+                "needs a decode_tile"
             )
         for d in HEAD_DIMS:
             for decode in (False, True) if self.decode_tile != "off" else (False,):
@@ -314,6 +330,12 @@ class Knobs:
             raise KnobError(f"{label}: each warp must own 16 or 32 query rows, this gives {bm / w:g}")
         if bn % 16:
             raise KnobError(f"{label}: block_n {bn} must be a multiple of 16")
+        kw = self.kv_warps(decode)
+        if (bn // kw) % 16:
+            raise KnobError(
+                f"{label} with decode_kv_warps={kw}: each key warp takes {bn / kw:g} keys of a block, "
+                "which must be a multiple of 16"
+            )
         regs = self.fragment_regs(d, decode)
         if regs > MAX_FRAGMENT_REGS:
             hint = " (try q_fragments=smem)" if self.q_fragments == "registers" else ""
