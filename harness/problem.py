@@ -139,6 +139,17 @@ class Problem(ABC):
         """Peers asked for that cannot run on this machine, with the reason."""
         return {}
 
+    def peer_layout(self, s: Scenario, buffers: Any) -> Any:
+        """The buffers a peer that builds a plan per shape and layout (`plans_per_shape`) runs
+        on: the same contents and fields in one layout for every input set, so that one plan
+        serves them all. The same object where the buffers are in that layout already."""
+        return buffers
+
+    def refresh_peer_layout(self, source: Any, peer_buffers: Any) -> None:
+        """Bring peer_layout's buffers up to the source's current contents and fields (outside
+        any timed region); nothing where they are the same object."""
+        return None
+
     def timed_inputs(
         self, s: Scenario, set_index: int, inputs: list[torch.Tensor], buffers: Any,
         call: Callable[[], None], counter: list[int],

@@ -19,6 +19,7 @@ import traceback
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -130,10 +131,12 @@ def wanted_peers(problem: Problem, settings: EvalSettings, s: Scenario) -> dict[
 class PeerPlans:
     """Peers whose first call on a shape and layout builds a plan (cuDNN compiles one at run
     time: ~44 ms of host work per plan on the H200, serialized inside the library whatever the
-    number of threads, and kept per thread) are called once on each trial layout of a scenario
-    ahead of it, on inputs of its shape whose contents no trial uses: no answer for the inputs
-    the candidate will get exists before its own runs. Remembers the scenarios done, so that
-    the evaluator does not build again what the warm-up built (warm_up)."""
+    number of threads, and kept per thread) are called once on a scenario's shape ahead of it,
+    on inputs whose contents no trial uses: no answer for the inputs the candidate will get
+    exists before its own runs. They run every input set in one layout (Problem.peer_layout),
+    so one plan per shape serves; the other peers given (the warm-up's first scenario:
+    libraries loaded) run on every trial layout. Remembers the scenarios done,
+    so that the evaluator does not build again what the warm-up built (warm_up)."""
 
     def __init__(self, problem: Problem, device: Device, settings: EvalSettings) -> None:
         self.problem = problem
@@ -155,6 +158,8 @@ class PeerPlans:
             return True
         dev = self.device.torch_device
         for trial in range(min(2, self.settings.trials)):
+            if trial and all(getattr(p, "plans_per_shape", False) for p in peers.values()):
+                break  # their plan serves every input set
             # A seed no trial uses, of the trial's parity (its layout).
             seed = PLAN_SEED + (self.settings.seed * 1_000_003 + trial) % 2
             try:
@@ -164,8 +169,11 @@ class PeerPlans:
                 self.device.release_memory()
                 return False
             for peer in peers.values():
+                planned = getattr(peer, "plans_per_shape", False)
+                if trial and planned:
+                    continue  # its plan for the first call's layout serves every input set
                 try:
-                    peer(bufs)
+                    peer(self.problem.peer_layout(s, bufs) if planned else bufs)
                 except FatalDeviceError:
                     raise
                 except Exception:
@@ -332,14 +340,17 @@ class ScenarioEvaluator:
             # The peers run now, on this trial's buffers, before anything waits for the
             # references: on a GPU their host work (cuDNN builds a plan per shape and layout,
             # tens of milliseconds, unless the previous scenario's timing loop built it: see
-            # _prepare_upcoming_peers) overlaps the references' device time. The second trial's
-            # run is on its layout (K and V interleaved), so the timing loop builds no plan.
-            # Each is judged below, after the candidate.
+            # _prepare_upcoming_peers) overlaps the references' device time. A peer that builds a
+            # plan per layout runs every trial in one layout (contiguous copies where the trial's
+            # K and V are interleaved: Problem.peer_layout), as in the timing loop, so one plan
+            # serves the scenario; the others run on the trial's own layout. Each is judged
+            # below, after the candidate.
             running = self._peers_for_trial(peers, peer_status, trial)
             peer_outs: dict[str, torch.Tensor | PeerResult] = {}
             if running:
                 lap = self._lap(r, "reference", lap)
-                peer_outs = {pname: self._run_peer(peer, bufs) for pname, peer in running.items()}
+                peer_outs = {pname: self._run_peer(peer, self._peer_buffers(s, peer, bufs))
+                             for pname, peer in running.items()}
                 lap = self._lap(r, "peers", lap)
             chk = check_output(bufs.o, ref32, ref_lowp)
             lap = self._lap(r, "reference", lap)
@@ -399,6 +410,14 @@ class ScenarioEvaluator:
         wanted = {k: v for k, v in self._wanted_peers(s).items() if getattr(v, "plans_per_shape", False)}
         cached = self._cached_peers(s, wanted)
         self.plans.build(s, {k: v for k, v in wanted.items() if k not in cached})
+
+    def _peer_buffers(self, s: Scenario, peer: Callable[[Any], torch.Tensor], bufs: Any) -> Any:
+        """What `peer` runs on: a peer that builds a plan per layout gets the buffers in one
+        layout (Problem.peer_layout), every other peer the candidate's own."""
+        return self.problem.peer_layout(s, bufs) if getattr(peer, "plans_per_shape", False) else bufs
+
+    def _refresh_peer_set(self, cand_bufs: list[Any], sets: list[Any], i: int) -> None:
+        self.problem.refresh_peer_layout(cand_bufs[i], sets[i])
 
     def _wanted_peers(self, s: Scenario) -> dict[str, Callable[[Any], torch.Tensor]]:
         return wanted_peers(self.problem, self.settings, s)
@@ -496,7 +515,12 @@ class ScenarioEvaluator:
                 r.flags.append(f"baseline not timed: {f.reason}")
         for pname, peer in peers.items():
             if peer_status.get(pname, PeerResult("unsupported")).status == "ok":
-                launches[pname] = lambda i, peer=peer: peer(cand_bufs[i])  # type: ignore[misc]
+                # Same contents and scale as the candidate's set (a copy of it refreshed before
+                # each call, outside the timed region, where the peer runs another layout).
+                sets = [self._peer_buffers(s, peer, b) for b in cand_bufs]
+                launches[pname] = lambda i, peer=peer, sets=sets: peer(sets[i])  # type: ignore[misc]
+                if any(p is not b for p, b in zip(sets, cand_bufs, strict=True)):
+                    before[pname] = partial(self._refresh_peer_set, cand_bufs, sets)
         if integrity:
             self._check_persisting_l2("before timing")
         # On the CPU backend the device timer is the wall clock: a cross-check would only

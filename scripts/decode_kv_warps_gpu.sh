@@ -10,6 +10,7 @@
 #          mma.sync main tile, which the Hopper layer never runs, still fits three stages),
 #   T2K2 = decode_tile=32x64x2 with 2 key warps (a 32-row tile: llama3-70b's q4 x 8 heads in one),
 #   N32S3 = decode_tile=16x32x1, 2 key warps, 3 stages (smaller stages: two CTAs per SM at d256).
+# GALLERY=NAME: another gallery kernel as B (default wgmma-tma-b).
 # FULL=1: then the variant with the best decode geomean over B runs all 182 scenarios with B as
 # the baseline and the three peers timed live (no peer cache): the gallery's report.
 # Then a table per variant and per model.
@@ -28,7 +29,7 @@ if [ ${#SPECS[@]} -eq 0 ]; then
          N32S3=decode_tile=16x32x1,decode_kv_warps=2,stages=3,tile_d256=64x32x4)
 fi
 VARIANTS=$(for s in "${SPECS[@]}"; do printf '%s ' "${s%%=*}"; done)
-render_strict $K wgmma-tma-b B= "${SPECS[@]}" || exit 1
+render_strict $K "${GALLERY:-wgmma-tma-b}" B= "${SPECS[@]}" || exit 1
 precompile_all $K B $VARIANTS
 left() { echo $((BUDGET - SECONDS)); }
 RESERVE=0; [ "${FULL:-0}" = 1 ] && RESERVE=110  # the full run's time, kept back from the decode steps

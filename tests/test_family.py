@@ -650,7 +650,7 @@ def test_decode_kv_warps_is_a_tiling_knob_checked_against_the_decode_tile() -> N
     assert one.smem_bytes(256, decode=True) == 32 * 256 * 2 + 32 * 256 * 4 + 2 * 32 * 8
     assert one.smem_bytes(256) == Knobs(stages=1).smem_bytes(256)  # the main tile is unchanged
     assert {n.decode_kv_warps for n in neighbours(default_knobs(), "tiling")} >= {2, 4}
-    assert k.slug().split("_")[3] == "dec-16x64x1-kw4"
+    assert "_dec-16x64x1-kw4_" in k.slug()
 
 
 def test_decode_kv_warps_render_the_split_and_the_merge_and_one_keeps_the_bytes() -> None:
@@ -693,3 +693,29 @@ def test_the_decode_kernels_with_key_warps_compile_without_spills() -> None:
     assert len(decode) == 3, built.info.log[-3000:]  # d64, d128, d256
     for b in decode:
         assert " 0 bytes spill stores, 0 bytes spill loads" in b, b[:600]
+
+
+# -- split_combine: the split-KV combine's (max, sum) pairs read by all lanes at once -----------
+
+
+def test_split_combine_is_a_scheduling_knob_that_needs_split_kv() -> None:
+    assert KNOB_LAYER["split_combine"] == "scheduling"
+    assert KNOB_SPACE["scheduling"]["split_combine"] == ("serial", "parallel")
+    with pytest.raises(KnobError, match="split_combine=parallel changes how split-KV partials merge"):
+        parse_knobs("split_kv=off,split_combine=parallel")
+    assert "_split-1wave-pcomb_" in parse_knobs("split_combine=parallel").slug()
+    assert {n.split_combine for n in neighbours(default_knobs(), "scheduling")} >= {"parallel"}
+
+
+def test_split_combine_renders_one_combine_for_both_layers_and_serial_keeps_the_bytes() -> None:
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    for name in ("wgmma-tma-c", "fa2-mma-a"):
+        base = parse_knobs(str(gallery / f"{name}.knobs.json"))
+        assert render(base.replace(split_combine="serial")) == (gallery / f"{name}.cu").read_text()
+        src = render(base.replace(split_combine="parallel"))
+        assert not [str(f) for f in check_source(src) if f.blocking]
+        assert src.count("__global__ void __launch_bounds__(128) attn_combine(") == 1
+        assert "__shared__ float weight[4][kMaxSplits];" in src
+        # every planner caps its splits at the combine's shared array (the Hopper layer has one)
+        assert "want < 128" not in src
+        assert src.count("want = want < kMaxSplits ? want : kMaxSplits;") == (2 if "wgmma" in name else 1)

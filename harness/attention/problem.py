@@ -3,6 +3,7 @@ the FLOP and byte model, and torch SDPA peers."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -102,6 +103,22 @@ class AttentionForward(Problem):
 
     def unavailable_peers(self, wanted: Sequence[str]) -> dict[str, str]:
         return unavailable_peers(wanted)
+
+    def peer_layout(self, s: Scenario, buffers: Any) -> Any:
+        """Contiguous Q, K, V: K and V interleaved in one KV-cache buffer (odd trials) become
+        contiguous copies; Q, the output and the workspace are the buffers' own. cuDNN keys its
+        plans on the strides: without this every scenario costs it a second plan (~45 ms of host
+        work each)."""
+        if buffers.k.is_contiguous() and buffers.v.is_contiguous():
+            return buffers
+        return dataclasses.replace(buffers, k=buffers.k.contiguous(), v=buffers.v.contiguous())
+
+    def refresh_peer_layout(self, source: Any, peer_buffers: Any) -> None:
+        if peer_buffers is source:
+            return
+        peer_buffers.k.copy_(source.k)
+        peer_buffers.v.copy_(source.v)
+        peer_buffers.scale = source.scale
 
     def timed_inputs(
         self, s: Scenario, set_index: int, inputs: list[torch.Tensor], buffers: Any,

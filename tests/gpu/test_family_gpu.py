@@ -118,6 +118,9 @@ def test_tma_family_kernels_pass_a_subset_without_the_cp_async_fallback(spec: st
     "mma=wgmma,persistent=true,wg_load=tma,wg_q_stages=2,wg_wide_d64=true,decode_kv_warps=4,stages=3,"
     "tile_d256=64x32x4",
     "mma=wgmma,persistent=true,wg_load=tma,decode_tile=32x64x2,decode_kv_warps=2,pack_gqa=on",
+    # the gallery's wgmma-tma-c with the parallel split-KV combine (both layers' splits)
+    "mma=wgmma,persistent=true,wg_load=tma,wg_q_stages=2,wg_wide_d64=true,decode_tile=32x64x2,"
+    "decode_kv_warps=2,stages=3,tile_d256=64x32x4,split_combine=parallel",
 ])
 def test_decode_key_warps_pass_every_decode_scenario(spec: str, tmp_path: Path) -> None:
     # decode_kv_warps splits each block's keys among warps that merge at the end of a tile: every

@@ -512,6 +512,83 @@ def _with_decode_kv_warps(text: str, k: Knobs) -> str:
     return _swap(text, _KV_EPILOGUE, _KV_EPILOGUE + _KV_MERGE)
 
 
+# split_combine=parallel: the split-KV combine reads a row's (max, sum) pairs with all 32 lanes at
+# once (lane s of the warp takes splits s, s + 32, ...), reduces them across the warp, keeps each
+# split's weight in shared memory, and only then accumulates the partial outputs, whose loads no
+# longer wait on a pair loaded in the same iteration. The serial combine walks the splits one after
+# another, each iteration's loads behind the previous pair: at batch 1 (up to 128 splits of a few
+# blocks each) that chain is a large part of the call. Both merge in a fixed order.
+_COMBINE_SERIAL = """  float mmax = neg_inf();
+  for (int s = 0; s < sc.splits; ++s) mmax = fmaxf(mmax, sc.ws_ml[s * rows + row].x);
+  constexpr int P = D / 64;  // float2 pairs per lane
+  float2 acc[P];
+#pragma unroll
+  for (int i = 0; i < P; ++i) acc[i] = make_float2(0.f, 0.f);
+  float lsum = 0.f;
+  if (mmax != neg_inf()) {
+    for (int s = 0; s < sc.splits; ++s) {
+      const float2 ml = sc.ws_ml[s * rows + row];
+      if (ml.x == neg_inf()) continue;
+      const float w = fast_exp2(ml.x - mmax);
+      lsum += w * ml.y;
+      const float2* src = reinterpret_cast<const float2*>(sc.ws_o) + (s * rows + row) * (D / 2);
+#pragma unroll
+      for (int i = 0; i < P; ++i) {
+        const float2 v = src[lane + 32 * i];
+        acc[i].x += w * v.x;
+        acc[i].y += w * v.y;
+      }
+    }
+  }
+"""
+_COMBINE_PARALLEL = """  __shared__ float weight[4][kMaxSplits];  // this warp's row: each split's weight
+  float* wt = weight[threadIdx.x >> 5];
+  float mmax = neg_inf();
+  for (int s = lane; s < sc.splits; s += 32) mmax = fmaxf(mmax, sc.ws_ml[s * rows + row].x);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) mmax = fmaxf(mmax, __shfl_xor_sync(0xffffffffu, mmax, o));
+  float lsum = 0.f;
+  for (int s = lane; s < sc.splits; s += 32) {
+    const float2 ml = sc.ws_ml[s * rows + row];
+    const float w = (ml.x == neg_inf() || mmax == neg_inf()) ? 0.f : fast_exp2(ml.x - mmax);
+    wt[s] = w;
+    lsum += w * ml.y;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) lsum += __shfl_xor_sync(0xffffffffu, lsum, o);
+  __syncwarp();
+  constexpr int P = D / 64;  // float2 pairs per lane
+  float2 acc[P];
+#pragma unroll
+  for (int i = 0; i < P; ++i) acc[i] = make_float2(0.f, 0.f);
+#pragma unroll 4
+  for (int s = 0; s < sc.splits; ++s) {
+    const float w = wt[s];
+    if (w == 0.f) continue;  // a split that saw no key of this row
+    const float2* src = reinterpret_cast<const float2*>(sc.ws_o) + (s * rows + row) * (D / 2);
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const float2 v = src[lane + 32 * i];
+      acc[i].x += w * v.x;
+      acc[i].y += w * v.y;
+    }
+  }
+"""
+_COMBINE_DOC = "// Split-KV combine: one warp per output row, splits merged in a fixed order (deterministic).\n"
+
+
+def _with_parallel_combine(text: str) -> str:
+    """split_combine=parallel on the whole rendered file (one combine kernel serves both layers);
+    the split counts of both planners are capped at kMaxSplits."""
+    text = _swap(text, _COMBINE_DOC,
+                 "// The most splits a call is cut into (both planners cap their split count at it).\n"
+                 "constexpr int kMaxSplits = 128;\n" + _COMBINE_DOC.replace(
+                     "one warp per output row,", "one warp per output row, the splits' (max, sum) read by all lanes,"))
+    cap = "      want = want < 128 ? want : 128;\n"
+    text = _swap(text, cap, "      want = want < kMaxSplits ? want : kMaxSplits;\n", text.count(cap) or 1)
+    return _swap(text, _COMBINE_SERIAL, _COMBINE_PARALLEL)
+
+
 def sm90_section(k: Knobs) -> str:
     text = TEMPLATE_SM90.read_text()
     ss = {k.wg_block_n(d) for d in HEAD_DIMS}
@@ -549,6 +626,8 @@ def render(knobs: Knobs) -> str:
             text = _swap(text, "#include <cuda_runtime.h>\n", "#include <cuda.h>\n#include <cuda_runtime.h>\n")
         if knobs.wg_l2_sections:
             text = _with_l2_sections(text, knobs)
+    if knobs.split_combine == "parallel":
+        text = _with_parallel_combine(text)
     return text
 
 

@@ -89,6 +89,8 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "grid_order": ("m_fastest", "head_fastest", "heavy_first"),
         "persistent": (False, True),             # one wave of CTAs striding over the tiles
         "split_kv": ("off", "1wave", "2wave"),   # split the keys until the grid fills 1 or 2 waves
+        "split_combine": ("serial", "parallel"),  # the combine reads the splits' (max, sum) one by one,
+                                                 # or all lanes at once before the outputs
         "pack_gqa": ("off", "decode", "on"),     # a GQA group's query heads share one tile
         "wg_pingpong": (True, False),            # mma=wgmma: the two consumer warpgroups take turns
                                                  # issuing wgmma (named barriers)
@@ -137,6 +139,7 @@ class Knobs:
     grid_order: str = "heavy_first"
     persistent: bool = False
     split_kv: str = "1wave"
+    split_combine: str = "serial"
     pack_gqa: str = "decode"
     causal_skip: bool = True
     mask_split: bool = True
@@ -192,6 +195,8 @@ class Knobs:
         d = self.to_dict()
         if self.decode_kv_warps == 1:  # files rendered before the knob existed keep their bytes
             d.pop("decode_kv_warps")
+        if self.split_combine == "serial":
+            d.pop("split_combine")
         if self.mma == "mma_sync":
             for name in ("mma", *HOPPER_KNOBS):
                 d.pop(name)
@@ -239,7 +244,8 @@ class Knobs:
             f"dec-{self.decode_tile}" + (f"-kw{self.decode_kv_warps}" if self.decode_kv_warps != 1 else ""),
             self.loader, f"s{self.stages}", self.smem_layout, f"q{self.q_fragments[:4]}",
             self.softmax_exp.split("_")[0], self.rescale, self.grid_order,
-            "persist" if self.persistent else "grid", f"split-{self.split_kv}",
+            "persist" if self.persistent else "grid",
+            f"split-{self.split_kv}" + ("-pcomb" if self.split_combine == "parallel" else ""),
             f"pack-{self.pack_gqa}", "skip" if self.causal_skip else "noskip",
             "msplit" if self.mask_split else "mall",
         ]
@@ -268,6 +274,10 @@ class Knobs:
             raise KnobError(
                 "loader=bulk copies whole rows with the bulk copy engine, which cannot apply the "
                 "XOR swizzle: use smem_layout=pad with it"
+            )
+        if self.split_combine != "serial" and self.split_kv == "off":
+            raise KnobError(
+                f"split_combine={self.split_combine} changes how split-KV partials merge: it needs split_kv"
             )
         if self.decode_kv_warps != 1 and self.decode_tile == "off":
             raise KnobError(
