@@ -35,8 +35,8 @@ from harness.settings import EvalSettings
 
 # 2: peers timed on fresh inputs with a softmax_scale drawn per call (harness/attention/fields.py)
 # behind a device hold; FA3 joined the peers.
-# 3: a peer that builds a plan per layout (cuDNN) runs every input set in the first trial's
-# layout (Problem.peer_layout).
+# 3: a peer that builds a plan per layout (cuDNN) runs every input set in one layout, contiguous
+# copies of interleaved K and V (Problem.peer_layout).
 FORMAT = 3
 # Device facts that change what a peer does or how fast it does it.
 DEVICE_KEYS = ("name", "capability", "sm_count", "torch", "cuda", "cudnn", "driver")

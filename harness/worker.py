@@ -171,7 +171,7 @@ class PeerPlans:
             for peer in peers.values():
                 planned = getattr(peer, "plans_per_shape", False)
                 if trial and planned:
-                    continue  # its plan for the first call's layout serves every input set
+                    continue  # it runs every input set in one layout: one plan serves
                 try:
                     peer(self.problem.peer_layout(s, bufs) if planned else bufs)
                 except FatalDeviceError:
@@ -413,8 +413,15 @@ class ScenarioEvaluator:
 
     def _peer_buffers(self, s: Scenario, peer: Callable[[Any], torch.Tensor], bufs: Any) -> Any:
         """What `peer` runs on: a peer that builds a plan per layout gets the buffers in one
-        layout (Problem.peer_layout), every other peer the candidate's own."""
-        return self.problem.peer_layout(s, bufs) if getattr(peer, "plans_per_shape", False) else bufs
+        layout (Problem.peer_layout), every other peer the candidate's own. Where the copy does
+        not fit beside what the device holds, the candidate's own (a second plan, as before)."""
+        if not getattr(peer, "plans_per_shape", False):
+            return bufs
+        try:
+            return self.problem.peer_layout(s, bufs)
+        except torch.OutOfMemoryError:
+            self.device.release_memory()
+            return bufs
 
     def _refresh_peer_set(self, cand_bufs: list[Any], sets: list[Any], i: int) -> None:
         self.problem.refresh_peer_layout(cand_bufs[i], sets[i])

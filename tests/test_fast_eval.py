@@ -427,6 +427,28 @@ def test_a_peer_that_plans_per_layout_runs_every_set_contiguous_on_the_candidate
     assert scales["planned"] == scales["plain"] and len(set(scales["plain"])) > 2
 
 
+def test_a_peer_layout_copy_that_does_not_fit_leaves_the_peer_on_the_candidates_buffers() -> None:
+    log: list[str] = []
+
+    class Tight(AttentionForward):
+        def peer_layout(self, s: Scenario, buffers: Any) -> Any:
+            if not buffers.k.is_contiguous():
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 4.00 GiB")
+            return buffers
+
+    class WithPeers(worker.ScenarioEvaluator):
+        def _wanted_peers(self, s: Scenario) -> dict[str, Callable[[Any], torch.Tensor]]:
+            return {"planned": NamedPeer(log, "planned", s, True)}
+
+    problem = Tight()
+    settings = EvalSettings(device="cpu", peers=("planned",), timing=FAST)
+    candidate = problem.load_kernel(KernelSpec("correct", "python", "tests.cpu_kernels:correct"))
+    r = WithPeers(problem, Recorder(log), candidate, None, settings, None).evaluate(GQA)
+    assert r.status == PASS, r.reason
+    assert r.peers["planned"].status == "ok" and r.peers["planned"].time_ms
+    assert any(e == "planned gqa strided" for e in log)  # a second plan, as before the copy
+
+
 def test_peer_layout_copies_interleaved_k_and_v_and_refreshes_contents_and_scale() -> None:
     problem = AttentionForward()
     inputs = problem.make_inputs(GQA, 1, CPU)  # an odd seed: K and V interleaved
