@@ -348,6 +348,18 @@ class NamedPeer:
         return _exact(bufs)
 
 
+def _planned_only(problem: AttentionForward, log: list[str]) -> worker.ScenarioEvaluator:
+    """An evaluator of the correct CPU kernel whose one peer builds plans per layout (NamedPeer)."""
+
+    class WithPeers(worker.ScenarioEvaluator):
+        def _wanted_peers(self, s: Scenario) -> dict[str, Callable[[Any], torch.Tensor]]:
+            return {"planned": NamedPeer(log, "planned", s, True)}
+
+    settings = EvalSettings(device="cpu", peers=("planned",), timing=FAST)
+    candidate = problem.load_kernel(KernelSpec("correct", "python", "tests.cpu_kernels:correct"))
+    return WithPeers(problem, Recorder(log), candidate, None, settings, None)
+
+
 def test_the_next_scenarios_plan_peers_are_called_after_the_timed_calls_on_other_contents() -> None:
     log: list[str] = []
     problem = AttentionForward()
@@ -436,14 +448,7 @@ def test_a_peer_layout_copy_that_does_not_fit_leaves_the_peer_on_the_candidates_
                 raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 4.00 GiB")
             return buffers
 
-    class WithPeers(worker.ScenarioEvaluator):
-        def _wanted_peers(self, s: Scenario) -> dict[str, Callable[[Any], torch.Tensor]]:
-            return {"planned": NamedPeer(log, "planned", s, True)}
-
-    problem = Tight()
-    settings = EvalSettings(device="cpu", peers=("planned",), timing=FAST)
-    candidate = problem.load_kernel(KernelSpec("correct", "python", "tests.cpu_kernels:correct"))
-    r = WithPeers(problem, Recorder(log), candidate, None, settings, None).evaluate(GQA)
+    r = _planned_only(Tight(), log).evaluate(GQA)
     assert r.status == PASS, r.reason
     assert r.peers["planned"].status == "ok" and r.peers["planned"].time_ms
     assert any(e == "planned gqa strided" for e in log)  # a second plan, as before the copy
@@ -478,14 +483,7 @@ def test_the_next_scenario_too_large_for_the_device_does_not_fail_the_current_on
                 raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 9.00 GiB")
             return super().make_inputs(s, seed, device)
 
-    class WithPeers(worker.ScenarioEvaluator):
-        def _wanted_peers(self, s: Scenario) -> dict[str, Callable[[Any], torch.Tensor]]:
-            return {"planned": NamedPeer(log, "planned", s, True)}
-
-    problem = Tight()
-    settings = EvalSettings(device="cpu", peers=("planned",), timing=FAST)
-    candidate = problem.load_kernel(KernelSpec("correct", "python", "tests.cpu_kernels:correct"))
-    ev = WithPeers(problem, Recorder(log), candidate, None, settings, None)
+    ev = _planned_only(Tight(), log)
     ev.upcoming = upcoming
     r = ev.evaluate(current)
     assert r.status == PASS, r.reason
