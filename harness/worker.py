@@ -789,8 +789,9 @@ class Prepared:
         return self.problem_name == job.problem and self.settings.device == job.settings.device
 
     def plans_for(self, job: WorkerJob) -> PeerPlans | None:
-        """The plans, where they are for the job's layouts: its trials' seeds of the same
-        parity, and as many trials up to two."""
+        """The plans, where the job's trials have the seeds' parities and count (up to two)
+        the warm-up assumed. Conservative since cuDNN runs every set in one layout
+        (Problem.peer_layout): another parity would find the same plans, but is rebuilt."""
         st, mine = job.settings, self.settings
         same_layouts = st.seed % 2 == mine.seed % 2 and min(2, st.trials) == min(2, mine.trials)
         return self.plans if same_layouts else None
