@@ -121,6 +121,12 @@ def test_tma_family_kernels_pass_a_subset_without_the_cp_async_fallback(spec: st
     # the gallery's wgmma-tma-c with the parallel split-KV combine (both layers' splits)
     "mma=wgmma,persistent=true,wg_load=tma,wg_q_stages=2,wg_wide_d64=true,decode_tile=32x64x2,"
     "decode_kv_warps=2,stages=3,tile_d256=64x32x4,split_combine=parallel",
+    # the gallery's wgmma-tma-d, with the wide combine: a CTA of four warps per row where rows are
+    # few (decode at batch 1-8), the parallel combine elsewhere
+    pytest.param(
+        "mma=wgmma,persistent=true,wg_load=tma,wg_q_stages=2,wg_wide_d64=true,decode_tile=32x64x2,"
+        "decode_kv_warps=2,stages=3,tile_d256=64x32x4,wg_scheduler=dynamic,wg_l2_sections=32,"
+        "wg_split_rule=balanced,split_combine=wide,rescale=lazy", id="leader-wide-combine"),
 ])
 def test_decode_key_warps_pass_every_decode_scenario(spec: str, tmp_path: Path) -> None:
     # decode_kv_warps splits each block's keys among warps that merge at the end of a tile: every
@@ -128,5 +134,30 @@ def test_decode_key_warps_pass_every_decode_scenario(spec: str, tmp_path: Path) 
     src = tmp_path / "family_decode.cu"
     src.write_text(render(parse_knobs(spec)))
     chosen = [s for s in default_suite() if s.category == "decode" or s.name in SCENARIOS]
+    bad = _failures(src, chosen)
+    assert not bad, (spec, bad)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("spec", [
+    # the gallery's wgmma-tma-c (three d64 consumers, a Q ring of two) with the tiles past the first
+    # wave claimed from the counter, heavy first inside even 32 MB sections, the split count with
+    # the least estimated makespan, the wide combine and lazy rescaling: the gallery's wgmma-tma-d
+    "mma=wgmma,persistent=true,wg_load=tma,wg_q_stages=2,wg_wide_d64=true,decode_tile=32x64x2,"
+    "decode_kv_warps=2,stages=3,tile_d256=64x32x4,wg_scheduler=dynamic,wg_l2_sections=32,"
+    "wg_split_rule=balanced,split_combine=wide,rescale=lazy",
+    # GQA packs through the 5D query map, and 2-wave split-KV: the partials and the counter share
+    # the workspace, and a split's tile may have no key block at all
+    "mma=wgmma,persistent=true,wg_load=tma,wg_q_stages=2,pack_gqa=on,split_kv=2wave,wg_scheduler=dynamic",
+])
+def test_scheduling_knobs_pass_every_causal_scenario(spec: str, tmp_path: Path) -> None:
+    # Strict build: every call runs the copy-engine kernel, the one that claims tiles. Causal calls
+    # with more tiles than CTAs take the counter; the full ones in WGMMA_SCENARIOS keep round robin.
+    src = tmp_path / "family_dyn.cu"
+    src.write_text("#define SOCRATIC_SM90_TMA_STRICT 1\n" + render(parse_knobs(spec)))
+    chosen = [s for s in default_suite()
+              if (s.causal and s.category != "decode") or s.name in WGMMA_SCENARIOS]
+    if "pack_gqa=on" in spec:  # a pack of 7 heads does not divide the 128-row tile (no query map)
+        chosen = [s for s in chosen if 128 % (s.heads_q // s.heads_kv) == 0]
     bad = _failures(src, chosen)
     assert not bad, (spec, bad)

@@ -360,7 +360,11 @@ def l2_section_order(k: Knobs) -> str:
         "  long long fit = kWgL2SectionBytes / (kv > 0 ? kv : 1);  // K/V units per section",
         "  // the call's whole K/V (kv heads x batch x seqlen_k) fits: one section, exactly heavy_first",
         "  if (4LL * head_dim * seqlen_k * (kv_units / s.splits) <= kWgL2SectionBytes) fit = kv_units;",
-        "  return group * int(fit < 1 ? 1 : (fit < kv_units ? fit : kv_units));",
+        "  fit = fit < 1 ? 1 : (fit < kv_units ? fit : kv_units);",
+        "  // as few sections as fit allows, of equal size: a small last section would run its heavy tiles",
+        "  // alone at the end of the call (8 units at 7 a section: 4 + 4, not 7 + 1)",
+        "  const long long sections = (kv_units + fit - 1) / fit;",
+        "  return group * int((kv_units + sections - 1) / sections);",
         "}",
         "__device__ __forceinline__ TileId decode_tile_l2(int t, const Sched& s, int batch) {",
         "  const int units = s.heads_grid * batch * s.splits;",
@@ -577,6 +581,105 @@ _COMBINE_PARALLEL = """  __shared__ float weight[4][kMaxSplits];  // this warp's
 _COMBINE_DOC = "// Split-KV combine: one warp per output row, splits merged in a fixed order (deterministic).\n"
 
 
+# split_combine=wide: split_combine=parallel, plus a second combine kernel for calls with few
+# output rows (under two per SM): a CTA of four warps per row. At decode batch 1 (llama3-70b-tp8:
+# 8 rows of 128 splits) one warp per row left the GPU nearly idle while each warp walked all the
+# splits; here the CTA's threads read the (max, sum) pairs together, warp w accumulates splits
+# w, w + 4, ..., and the four partial outputs add up in shared memory in a fixed order
+# (deterministic).
+_COMBINE_WIDE = r"""// split_combine=wide: a CTA of four warps per output row, for calls with few rows.
+template <int D>
+__global__ void __launch_bounds__(128) attn_combine_wide(const SocraticAttentionArgs a, const Sched sc) {
+  __shared__ float weight[kMaxSplits];  // each split's weight
+  __shared__ float red[4];              // the warps' max, then their sums
+  __shared__ float2 part[3][D / 2];     // warps 1..3's partial outputs
+  const long long rows = (long long)a.batch * a.heads_q * a.seqlen_q;
+  const long long row = blockIdx.x;
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  const int qi = int(row % a.seqlen_q);
+  const long long bh = row / a.seqlen_q;
+  const int hq = int(bh % a.heads_q);
+  const int b = int(bh / a.heads_q);
+  float mmax = neg_inf();
+  for (int s = t; s < sc.splits; s += 128) mmax = fmaxf(mmax, sc.ws_ml[s * rows + row].x);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) mmax = fmaxf(mmax, __shfl_xor_sync(0xffffffffu, mmax, o));
+  if (lane == 0) red[warp] = mmax;
+  __syncthreads();
+  mmax = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+  __syncthreads();  // red holds the sums next
+  float lsum = 0.f;
+  for (int s = t; s < sc.splits; s += 128) {
+    const float2 ml = sc.ws_ml[s * rows + row];
+    const float w = (ml.x == neg_inf() || mmax == neg_inf()) ? 0.f : fast_exp2(ml.x - mmax);
+    weight[s] = w;
+    lsum += w * ml.y;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) lsum += __shfl_xor_sync(0xffffffffu, lsum, o);
+  if (lane == 0) red[warp] = lsum;
+  __syncthreads();  // the weights and the sums are in
+  lsum = (red[0] + red[1]) + (red[2] + red[3]);
+  constexpr int P = D / 64;  // float2 pairs per lane
+  float2 acc[P];
+#pragma unroll
+  for (int i = 0; i < P; ++i) acc[i] = make_float2(0.f, 0.f);
+#pragma unroll 4
+  for (int s = warp; s < sc.splits; s += 4) {
+    const float w = weight[s];
+    if (w == 0.f) continue;  // a split that saw no key of this row
+    const float2* src = reinterpret_cast<const float2*>(sc.ws_o) + (s * rows + row) * (D / 2);
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const float2 v = src[lane + 32 * i];
+      acc[i].x += w * v.x;
+      acc[i].y += w * v.y;
+    }
+  }
+  if (warp > 0) {
+#pragma unroll
+    for (int i = 0; i < P; ++i) part[warp - 1][lane + 32 * i] = acc[i];
+  }
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int w = 0; w < 3; ++w)
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      acc[i].x += part[w][lane + 32 * i].x;
+      acc[i].y += part[w][lane + 32 * i].y;
+    }
+  const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+  __nv_bfloat16* orow = static_cast<__nv_bfloat16*>(a.o) + b * a.o_batch_stride + hq * a.o_head_stride +
+                        (long long)qi * a.o_row_stride;
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    *reinterpret_cast<__nv_bfloat162*>(orow + 2 * (lane + 32 * i)) =
+        __floats2bfloat162_rn(acc[i].x * inv, acc[i].y * inv);
+  }
+}
+
+"""
+_COMBINE_LAUNCH = "    attn_combine<D><<<int((rows + 3) / 4), 128, 0, stream>>>(*a, s);\n"
+_COMBINE_LAUNCH_WIDE = (
+    "    if (rows < 2LL * num_sms()) {  // split_combine=wide: few rows, a CTA of four warps each\n"
+    "      attn_combine_wide<D><<<int(rows), 128, 0, stream>>>(*a, s);\n"
+    "    } else {\n"
+    "      attn_combine<D><<<int((rows + 3) / 4), 128, 0, stream>>>(*a, s);\n"
+    "    }\n"
+)
+
+
+def _with_wide_combine(text: str) -> str:
+    """split_combine=wide on the whole rendered file, after _with_parallel_combine: the second
+    kernel after the first, and both planners' launches choosing by the row count."""
+    head, sep, tail = text.partition("template <int D>\n__global__ void __launch_bounds__(128) attn_combine(")
+    if not sep:
+        raise RuntimeError("template: the combine kernel moved")
+    end = tail.index("\n}\n") + 3
+    text = head + sep + tail[:end] + "\n" + _COMBINE_WIDE.rstrip("\n") + "\n" + tail[end:]
+    return _swap(text, _COMBINE_LAUNCH, _COMBINE_LAUNCH_WIDE, text.count(_COMBINE_LAUNCH) or 1)
+
 def _with_parallel_combine(text: str) -> str:
     """split_combine=parallel on the whole rendered file (one combine kernel serves both layers);
     the split counts of both planners are capped at kMaxSplits."""
@@ -589,6 +692,174 @@ def _with_parallel_combine(text: str) -> str:
     return _swap(text, _COMBINE_SERIAL, _COMBINE_PARALLEL)
 
 
+
+# wg_scheduler=dynamic (persistent, wg_q_stages=2, the copy-engine producer): on a causal call with
+# more tiles than CTAs, a CTA's first tile is its block index as before, and each later one is
+# claimed by its producer from a counter in the workspace (grid + the counter's old value), so the
+# tiles still start in heavy_first's order but each goes to the CTA that is free first instead of
+# every gridDim.x-th one (round robin leaves the CTAs that drew heavy tiles working long after the
+# others; FA3 schedules causal tiles this way too). The producer leaves the claimed index in one of
+# two slots beside the Q ring and arms the Q buffer's full barrier; the consumers read it after
+# waiting on that barrier. Past the last tile it leaves `tiles` there and arrives on the barrier
+# without a copy, which ends the consumers' loop. The host zeroes the counter on the stream before
+# every such launch (the harness poisons the workspace); workspace_any asks for its 16 bytes.
+_DYN_SLOT_HELPERS = (
+    "// wg_scheduler=dynamic: the tile slots (two 32-bit words after the mbarriers).\n"
+    "__device__ __forceinline__ void slot_store(uint32_t addr, int v) {\n"
+    "  asm volatile(\"st.shared.b32 [%0], %1;\\n\" ::\"r\"(addr), \"r\"(v) : \"memory\");\n"
+    "}\n"
+    "__device__ __forceinline__ int slot_load(uint32_t addr) {\n"
+    "  int v;\n"
+    "  asm volatile(\"ld.shared.b32 %0, [%1];\\n\" : \"=r\"(v) : \"r\"(addr) : \"memory\");\n"
+    "  return v;\n"
+    "}\n\n"
+)
+_DYN_EDITS: tuple[tuple[str, str], ...] = (
+    ("  float* ws_o;     // split partial outputs",
+     "  unsigned int* tile_counter;  // wg_scheduler=dynamic: tiles claimed past the first wave (null: round robin)\n"
+     "  float* ws_o;     // split partial outputs"),
+    ("  static constexpr size_t kSmem = size_t(kBarOff + 8 * kBars) + 1024;  // + alignment slack\n",
+     "  static constexpr int kSlotOff = kBarOff + 8 * kBars;  // wg_scheduler=dynamic: two tile slots\n"
+     "  static constexpr size_t kSmem = size_t(kSlotOff + 16) + 1024;  // + alignment slack\n"),
+    ("struct Sm90Tile {", _DYN_SLOT_HELPERS + "struct Sm90Tile {"),
+    # the copy-engine producer claims the tiles
+    ("  for (int tile = blockIdx.x; tile < sc.tiles; tile += step, ++tc) {\n"
+     "    const Sm90Tile x = sm90_tile<BM, BN>(tile, a, sc);\n"
+     "    if (tc >= C::QS) mbar_wait(q_empty_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS - 1) & 1u);\n"
+     "    const uint32_t q_full = q_full_bar(bars, tc, C::QS, S);\n",
+     "  const bool dyn = sc.tile_counter != nullptr;  // wg_scheduler=dynamic on this call\n"
+     "  for (int tile = blockIdx.x; tile < sc.tiles; ++tc) {\n"
+     "    const Sm90Tile x = sm90_tile<BM, BN>(tile, a, sc);\n"
+     "    if (tc >= C::QS) mbar_wait(q_empty_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS - 1) & 1u);\n"
+     "    const uint32_t q_full = q_full_bar(bars, tc, C::QS, S);\n"
+     "    if (dyn) slot_store(bars + 8 * C::kBars + 4 * (tc & 1), tile);  // published by the arrival below\n"),
+    ("    gb += uint32_t(x.nb);\n  }\n}\n",
+     "    gb += uint32_t(x.nb);\n"
+     "    // the next tile: round robin, or (dynamic) the next in heavy-first order, claimed now that\n"
+     "    // this CTA's loads of this one are issued. The shuffle from lane 0 (the one thread here) marks\n"
+     "    // the index warp-uniform, so the copies' coordinates stay in uniform registers (without it\n"
+     "    // ptxas moves them per thread and spills the producer's registers).\n"
+     "    tile = dyn ? __shfl_sync(1u, int(min(atomicAdd(sc.tile_counter, 1u) + gridDim.x, unsigned(sc.tiles))), 0)\n"
+     "               : tile + step;\n"
+     "  }\n"
+     "  if (dyn) {  // no tile left: the consumers read the end from the slot, no copy arrives\n"
+     "    if (tc >= C::QS) mbar_wait(q_empty_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS - 1) & 1u);\n"
+     "    slot_store(bars + 8 * C::kBars + 4 * (tc & 1), sc.tiles);\n"
+     "    mbar_arrive(q_full_bar(bars, tc, C::QS, S));\n"
+     "  }\n"
+     "}\n"),
+    # the consumers read them
+    ("  for (int tile = blockIdx.x; tile < sc.tiles; tile += step, ++tc) {\n"
+     "    const Sm90Tile x = sm90_tile<BM, BN>(tile, a, sc);\n"
+     "    const TileId id = x.id;\n",
+     "  const bool dyn = kTma && sc.tile_counter != nullptr;  // wg_scheduler=dynamic on this call\n"
+     "  for (int tile = blockIdx.x;; ++tc) {\n"
+     "    if (dyn) {  // the producer left this tile's index beside its Q\n"
+     "      mbar_wait(q_full_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS) & 1u);\n"
+     "      tile = slot_load(bars + 8 * C::kBars + 4 * (tc & 1));\n"
+     "    } else if (tc > 0) {\n"
+     "      tile += step;\n"
+     "    }\n"
+     "    if (tile >= sc.tiles) break;\n"
+     "    const Sm90Tile x = sm90_tile<BM, BN>(tile, a, sc);\n"
+     "    const TileId id = x.id;\n"),
+    # the host: a counter past the split partials, zeroed on the stream
+    ("  if (tma) {\n    attn_fwd_sm90<D, true><<<",
+     "  if (tma && a->causal && s.tiles > grid) {  // wg_scheduler=dynamic\n"
+     "    const unsigned long long at = (workspace_for<D>(s, a) + 15ull) & ~15ull;\n"
+     "    if (a->workspace != nullptr && a->workspace_bytes >= at + 16) {\n"
+     "      s.tile_counter = reinterpret_cast<unsigned int*>(static_cast<unsigned char*>(a->workspace) + at);\n"
+     "      const cudaError_t ce = cudaMemsetAsync(s.tile_counter, 0, sizeof(unsigned int), stream);\n"
+     "      if (ce != cudaSuccess) return ce;\n"
+     "    }\n"
+     "  }\n"
+     "  if (tma) {\n    attn_fwd_sm90<D, true><<<"),
+    ("  return workspace_for<D>(plan_sm90<D>(a, gp), a);\n}\n",
+     "  const Sched s = plan_sm90<D>(a, gp);\n"
+     "  const unsigned long long need = workspace_for<D>(s, a);\n"
+     "  // wg_scheduler=dynamic: the tile counter, 16-byte aligned after the split partials\n"
+     "  if (a->causal && s.tiles > num_sms()) return ((need + 15ull) & ~15ull) + 16;\n"
+     "  return need;\n}\n"),
+)
+
+
+def _with_dynamic_scheduler(text: str) -> str:
+    """wg_scheduler=dynamic on the whole rendered file (after the tma and Q-ring splices)."""
+    for old, new in _DYN_EDITS:
+        text = _swap(text, old, new)
+    return text
+
+
+# wg_split_rule=balanced: the Hopper planner picks the split-KV count (1 up to the same cap) whose
+# estimated makespan is least, instead of the smallest count that fills kSplitWaves waves. With one
+# CTA per SM taking tiles in turn, a call lasts at least its heaviest tile, at least its work spread
+# over the SMs, and, when its tiles take W rounds, about W - 1 of its lightest tiles plus the
+# heaviest: 144 equal tiles on 132 SMs take two whole rounds, which the fill rule chose for a 16-tile
+# chunked prefill (9 splits) where 8 splits take one. A tile costs its key blocks (as sm90_tile counts
+# them) plus one block of fixed cost; more splits must be 2% better (their partials are written and
+# combined).
+_SPLIT_FILL = (
+    "    const long long target = (long long)kSplitWaves * num_sms();\n"
+    "    const int kv_blocks = (a->seqlen_k + C::BN - 1) / C::BN;\n"
+    "    if (base < target && kv_blocks >= 4) {\n"
+    "      long long want = (target + base - 1) / base;\n"
+    "      want = want < kv_blocks / 2 ? want : kv_blocks / 2;\n"
+    "      want = want < 128 ? want : 128;\n"
+    "      s.splits = want > 1 ? int(want) : 1;\n"
+    "    }\n"
+)
+_SPLIT_BALANCED = (
+    "    const long long target = (long long)kSplitWaves * num_sms();\n"
+    "    const int kv_blocks = (a->seqlen_k + C::BN - 1) / C::BN;\n"
+    "    if (base < target && kv_blocks >= 4) {\n"
+    "      long long want = kv_blocks / 2;  // the most splits considered\n"
+    "      want = want < 128 ? want : 128;\n"
+    "      s.splits = balanced_splits(a, s, C::BM, C::BN, int(want));\n"
+    "    }\n"
+)
+_BALANCED_FN = (
+    "// wg_split_rule=balanced: the split count in [1, most] with the least estimated makespan (see "
+    "render.py).\n"
+) + """inline int balanced_splits(const SocraticAttentionArgs* a, const Sched& s, int bm, int bn, int most) {
+  const int sk = a->seqlen_k, offset = a->seqlen_k - a->seqlen_q;
+  long long sum = 0;  // key blocks over the m blocks of one (head, batch) unit
+  int heavy = 0, light = 1 << 30;
+  for (int mb = 0; mb < s.m_blocks; ++mb) {  // as sm90_tile counts them
+    const int qi_last = (min((mb + 1) * bm, s.mtotal) - 1) / s.gp;
+    int kv_hi = sk;
+    if (kCausalSkip && a->causal) kv_hi = max(0, min(sk, qi_last + offset + 1));
+    const int nb = (kv_hi + bn - 1) / bn;
+    sum += nb;
+    heavy = nb > heavy ? nb : heavy;
+    light = nb < light ? nb : light;
+  }
+  const long long units = (long long)s.heads_grid * a->batch, sms = num_sms();
+  const double fixed = 1.0;  // a tile's fixed cost, in key blocks
+  double best = 0.0;
+  int pick = 1;
+  for (int n = 1; n <= most; ++n) {
+    const double top = (heavy + n - 1) / n + fixed, low = light / n + fixed;
+    const long long rounds = (units * s.m_blocks * n + sms - 1) / sms;
+    const double spread = double(units) * (double(sum) + fixed * n * s.m_blocks) / double(sms);
+    double est = top > spread ? top : spread;
+    const double tail = double(rounds - 1) * low + top;
+    est = est > tail ? est : tail;
+    if (n == 1 || est < 0.98 * best) {
+      best = est;
+      pick = n;
+    }
+  }
+  return pick;
+}
+
+"""
+
+
+def _with_balanced_splits(text: str) -> str:
+    """wg_split_rule=balanced on the Hopper section (before the parallel combine's cap edit)."""
+    text = _swap(text, _SPLIT_FILL, _SPLIT_BALANCED)
+    return _swap(text, "template <int D>\nSched plan_sm90(", _BALANCED_FN + "template <int D>\nSched plan_sm90(")
+
 def sm90_section(k: Knobs) -> str:
     text = TEMPLATE_SM90.read_text()
     ss = {k.wg_block_n(d) for d in HEAD_DIMS}
@@ -600,6 +871,8 @@ def sm90_section(k: Knobs) -> str:
         text = _with_q_ring(text, k)
     if k.wg_wide_d64:
         text = _with_wide_d64(text)
+    if k.wg_split_rule == "balanced":
+        text = _with_balanced_splits(text)
     return text.replace("//@@SM90_WGMMA@@", wgmma_wrappers(ss, rs))
 
 
@@ -626,8 +899,12 @@ def render(knobs: Knobs) -> str:
             text = _swap(text, "#include <cuda_runtime.h>\n", "#include <cuda.h>\n#include <cuda_runtime.h>\n")
         if knobs.wg_l2_sections:
             text = _with_l2_sections(text, knobs)
-    if knobs.split_combine == "parallel":
+        if knobs.wg_scheduler == "dynamic":
+            text = _with_dynamic_scheduler(text)
+    if knobs.split_combine in ("parallel", "wide"):
         text = _with_parallel_combine(text)
+    if knobs.split_combine == "wide":
+        text = _with_wide_combine(text)
     return text
 
 

@@ -89,14 +89,21 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "grid_order": ("m_fastest", "head_fastest", "heavy_first"),
         "persistent": (False, True),             # one wave of CTAs striding over the tiles
         "split_kv": ("off", "1wave", "2wave"),   # split the keys until the grid fills 1 or 2 waves
-        "split_combine": ("serial", "parallel"),  # the combine reads the splits' (max, sum) one by one,
-                                                 # or all lanes at once before the outputs
+        # the combine reads the splits' (max, sum) one by one, or all lanes at once before the
+        # outputs; wide: as parallel, and a CTA of four warps per row when rows are few
+        "split_combine": ("serial", "parallel", "wide"),
         "pack_gqa": ("off", "decode", "on"),     # a GQA group's query heads share one tile
         "wg_pingpong": (True, False),            # mma=wgmma: the two consumer warpgroups take turns
                                                  # issuing wgmma (named barriers)
         "wg_l2_sections": (0, 32, 16),           # mma=wgmma, grid_order=heavy_first: 0 = one grid-wide
                                                  # heavy-first order; N = heavy first inside sections of
                                                  # (head, batch, split) units whose K/V fit in N MB of L2
+        "wg_scheduler": ("static", "dynamic"),   # mma=wgmma, persistent, wg_q_stages=2: causal tiles past
+                                                 # the first wave go round robin, or to whichever CTA is
+                                                 # free first (a counter in the workspace, heavy first)
+        "wg_split_rule": ("fill", "balanced"),   # mma=wgmma, split_kv: split the keys until the grid
+                                                 # fills its waves, or into the count whose estimated
+                                                 # makespan (rounds, heaviest tile, work per SM) is least
     },
     "masking": {
         "causal_skip": (True, False),            # skip key blocks wholly past the diagonal
@@ -107,7 +114,8 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
 LAYERS = tuple(KNOB_SPACE)
 # Knobs that only the Hopper layer reads (mma=wgmma).
 HOPPER_KNOBS = ("wg_block_n_d64", "wg_block_n_d128", "wg_block_n_d256", "wg_consumers", "wg_stages",
-                "wg_overlap", "wg_pingpong", "wg_load", "wg_q_stages", "wg_wide_d64", "wg_l2_sections")
+                "wg_overlap", "wg_pingpong", "wg_load", "wg_q_stages", "wg_wide_d64", "wg_l2_sections",
+                "wg_scheduler", "wg_split_rule")
 KNOB_LAYER = {knob: layer for layer, knobs in KNOB_SPACE.items() for knob in knobs}
 
 
@@ -156,6 +164,8 @@ class Knobs:
     wg_q_stages: int = 1
     wg_wide_d64: bool = False
     wg_l2_sections: int = 0
+    wg_scheduler: str = "static"
+    wg_split_rule: str = "fill"
 
     # -- views -----------------------------------------------------------------------------
 
@@ -210,17 +220,24 @@ class Knobs:
                 d.pop("wg_wide_d64")
             if self.wg_l2_sections == 0:
                 d.pop("wg_l2_sections")
+            if self.wg_scheduler == "static":
+                d.pop("wg_scheduler")
+            if self.wg_split_rule == "fill":
+                d.pop("wg_split_rule")
         return d
 
     def wg_block_n(self, head_dim: int) -> int:
         return int(getattr(self, f"wg_block_n_d{head_dim}"))
 
     def wg_smem_bytes(self, head_dim: int, q_stages: int | None = None) -> int:
-        """Shared memory of the wgmma kernel: Q tile(s), K and V stages, mbarriers, 1 KB of
-        slack to align the tiles for the 128-byte swizzle."""
+        """Shared memory of the wgmma kernel: Q tile(s), K and V stages, mbarriers, the two
+        tile slots of wg_scheduler=dynamic, 1 KB of slack to align the tiles for the 128-byte
+        swizzle."""
         qs = self.wg_q_buffers(head_dim) if q_stages is None else q_stages
         bm, bn = 64 * self.wg_consumers_at(head_dim), self.wg_block_n(head_dim)
-        return (qs * bm + 2 * self.wg_stages * bn) * head_dim * 2 + 8 * (2 * qs + 4 * self.wg_stages) + 1024
+        slots = 16 if self.wg_scheduler == "dynamic" else 0
+        return ((qs * bm + 2 * self.wg_stages * bn) * head_dim * 2 + 8 * (2 * qs + 4 * self.wg_stages)
+                + slots + 1024)
 
     def wg_consumers_at(self, head_dim: int) -> int:
         """Consumer warpgroups of the wgmma kernel at head_dim (three at d64 with wg_wide_d64)."""
@@ -245,7 +262,7 @@ class Knobs:
             self.loader, f"s{self.stages}", self.smem_layout, f"q{self.q_fragments[:4]}",
             self.softmax_exp.split("_")[0], self.rescale, self.grid_order,
             "persist" if self.persistent else "grid",
-            f"split-{self.split_kv}" + ("-pcomb" if self.split_combine == "parallel" else ""),
+            f"split-{self.split_kv}" + {"serial": "", "parallel": "-pcomb", "wide": "-wcomb"}[self.split_combine],
             f"pack-{self.pack_gqa}", "skip" if self.causal_skip else "noskip",
             "msplit" if self.mask_split else "mall",
         ]
@@ -256,7 +273,9 @@ class Knobs:
                       + ("-tma" if self.wg_load == "tma" else "")
                       + (f"-q{self.wg_q_stages}" if self.wg_q_stages != 1 else "")
                       + ("-wide64" if self.wg_wide_d64 else "")
-                      + (f"-l2s{self.wg_l2_sections}" if self.wg_l2_sections else "")]
+                      + (f"-l2s{self.wg_l2_sections}" if self.wg_l2_sections else "")
+                      + ("-dyn" if self.wg_scheduler == "dynamic" else "")
+                      + ("-balsplit" if self.wg_split_rule == "balanced" else "")]
         return "_".join(parts)
 
     # -- validation ------------------------------------------------------------------------
@@ -309,6 +328,16 @@ class Knobs:
             raise KnobError(
                 f"wg_l2_sections={self.wg_l2_sections} orders the tiles heavy first inside L2-sized sections: "
                 f"it needs grid_order=heavy_first, not {self.grid_order}"
+            )
+        if self.wg_scheduler == "dynamic" and (self.wg_q_stages != 2 or not self.persistent):
+            raise KnobError(
+                "wg_scheduler=dynamic hands a persistent CTA's next tile to it through the Q ring, "
+                "beside the next tile's Q: it needs persistent=True and wg_q_stages=2"
+            )
+        if self.wg_split_rule != "fill" and self.split_kv == "off":
+            raise KnobError(
+                f"wg_split_rule={self.wg_split_rule} chooses how many pieces split-KV cuts the keys into: "
+                "it needs split_kv"
             )
         if self.wg_pingpong and self.wg_consumers != 2:
             raise KnobError("wg_pingpong=True alternates two consumer warpgroups: it needs wg_consumers=2")
@@ -498,6 +527,7 @@ def covering_sample() -> list[Knobs]:
                 # companions.
                 for fix in ({"mma": "wgmma"}, {"mma": "wgmma", "wg_block_n_d256": 32},
                             {"mma": "wgmma", "wg_pingpong": False}, {"mma": "wgmma", "wg_load": "tma"},
+                            {"mma": "wgmma", "wg_load": "tma", "wg_q_stages": 2, "persistent": True},
                             {"smem_layout": "pad"}, {"stages": 2},
                             {"stages": 1}, {"tile_d256": "64x32x4"}, {"tile_d256": "64x32x4", "stages": 2},
                             {"q_fragments": "smem"}):
