@@ -581,6 +581,18 @@ _COMBINE_PARALLEL = """  __shared__ float weight[4][kMaxSplits];  // this warp's
 _COMBINE_DOC = "// Split-KV combine: one warp per output row, splits merged in a fixed order (deterministic).\n"
 
 
+def _with_parallel_combine(text: str) -> str:
+    """split_combine=parallel on the whole rendered file (one combine kernel serves both layers);
+    the split counts of both planners are capped at kMaxSplits."""
+    text = _swap(text, _COMBINE_DOC,
+                 "// The most splits a call is cut into (both planners cap their split count at it).\n"
+                 "constexpr int kMaxSplits = 128;\n" + _COMBINE_DOC.replace(
+                     "one warp per output row,", "one warp per output row, the splits' (max, sum) read by all lanes,"))
+    cap = "      want = want < 128 ? want : 128;\n"
+    text = _swap(text, cap, "      want = want < kMaxSplits ? want : kMaxSplits;\n", text.count(cap) or 1)
+    return _swap(text, _COMBINE_SERIAL, _COMBINE_PARALLEL)
+
+
 # split_combine=wide: split_combine=parallel, plus a second combine kernel for calls with few
 # output rows (under two per SM): a CTA of four warps per row. At decode batch 1 (llama3-70b-tp8:
 # 8 rows of 128 splits) one warp per row left the GPU nearly idle while each warp walked all the
@@ -679,18 +691,6 @@ def _with_wide_combine(text: str) -> str:
     end = tail.index("\n}\n") + 3
     text = head + sep + tail[:end] + "\n" + _COMBINE_WIDE.rstrip("\n") + "\n" + tail[end:]
     return _swap(text, _COMBINE_LAUNCH, _COMBINE_LAUNCH_WIDE, text.count(_COMBINE_LAUNCH) or 1)
-
-def _with_parallel_combine(text: str) -> str:
-    """split_combine=parallel on the whole rendered file (one combine kernel serves both layers);
-    the split counts of both planners are capped at kMaxSplits."""
-    text = _swap(text, _COMBINE_DOC,
-                 "// The most splits a call is cut into (both planners cap their split count at it).\n"
-                 "constexpr int kMaxSplits = 128;\n" + _COMBINE_DOC.replace(
-                     "one warp per output row,", "one warp per output row, the splits' (max, sum) read by all lanes,"))
-    cap = "      want = want < 128 ? want : 128;\n"
-    text = _swap(text, cap, "      want = want < kMaxSplits ? want : kMaxSplits;\n", text.count(cap) or 1)
-    return _swap(text, _COMBINE_SERIAL, _COMBINE_PARALLEL)
-
 
 
 # wg_scheduler=dynamic (persistent, wg_q_stages=2, the copy-engine producer): on a causal call with
