@@ -890,3 +890,53 @@ def test_split_combine_wide_compiles_without_spills(tmp_path: Path) -> None:
     assert len(blocks) == 3  # d64, d128, d256
     for b in blocks:
         assert " 0 bytes spill stores, 0 bytes spill loads" in b, b[:600]
+
+
+# -- wg_epilogue: the output staged in the tile's Q buffer ----------------------------------------
+
+
+def test_wg_epilogue_is_a_memory_knob_that_needs_the_q_ring() -> None:
+    assert KNOB_LAYER["wg_epilogue"] == "memory"
+    assert KNOB_SPACE["memory"]["wg_epilogue"] == ("direct", "smem")
+    with pytest.raises(KnobError, match="wg_epilogue=smem stages the output in the tile's Q buffer"):
+        parse_knobs("mma=wgmma,wg_load=tma,wg_epilogue=smem")
+    k = parse_knobs("mma=wgmma,wg_load=tma,wg_q_stages=2,wg_epilogue=smem")
+    assert k.slug().endswith("-smemepi") and k.recorded()["wg_epilogue"] == "smem"
+    assert "wg_epilogue" not in k.replace(wg_epilogue="direct").recorded()
+    # no shared memory of its own: it reuses the Q buffer
+    assert k.wg_smem_bytes(128) == k.replace(wg_epilogue="direct").wg_smem_bytes(128)
+
+
+def test_wg_epilogue_smem_stages_in_the_q_buffer_and_releases_it_after_the_epilogue() -> None:
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    d = parse_knobs(str(gallery / "wgmma-tma-d.knobs.json"))
+    assert render(d.replace(wg_epilogue="direct")) == (gallery / "wgmma-tma-d.cu").read_text()
+    src = render(d.replace(wg_epilogue="smem"))
+    assert not [str(f) for f in check_source(src) if f.blocking]
+    # staged only where the head dim has two Q buffers (the producer refills this one two tiles
+    # later) and the output is not split; d256's single buffer and the split partials store directly
+    assert "const bool stage_o = C::QS == 2 && sc.splits == 1;" in src
+    assert "if (!stage_o) release_q_now();" in src
+    consumer = src.split("const bool stage_o")[1]
+    # the warpgroup meets, writes 16-byte chunks, fences the generic reads, then releases the buffer
+    write_out = consumer.split("wg_epilogue=smem: the warpgroup's 64 rows go out")[1].split("gb += uint32_t(nb);")[0]
+    order = ["bar.sync %0, 128;", "lds_b128(", "*reinterpret_cast<uint4*>(orow + ch * 8) = v;",
+             "fence_async_smem();", "release_q_now();"]
+    positions = [write_out.index(x) for x in order]
+    assert positions == sorted(positions)
+    assert "pack_bf16(o[dt * 4 + 2 * h] * inv" in consumer  # the bf16 pairs go to shared memory
+    assert consumer.count("*reinterpret_cast<__nv_bfloat162*>(orow + dt * 8 + 2 * t4)") == 1  # direct kept
+
+
+@needs_nvcc
+def test_wg_epilogue_smem_compiles_without_spills(tmp_path: Path) -> None:
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    src = tmp_path / "epi.cu"
+    src.write_text(render(parse_knobs(str(gallery / "wgmma-tma-d.knobs.json")).replace(wg_epilogue="smem")))
+    built = compile_kernel(src, arch="sm_90a")
+    assert built.info.ok, built.info.log[-2000:]
+    entries = built.info.log.split("Compiling entry function '")[1:]
+    blocks = [b for b in entries if b.startswith("_ZN3fam13attn_fwd_sm90")]
+    assert len(blocks) == 5, built.info.log[-3000:]
+    for b in blocks:
+        assert " 0 bytes spill stores, 0 bytes spill loads" in b, b[:600]

@@ -95,6 +95,12 @@ def test_wgmma_descriptors_match_a_cpu_product() -> None:
     # GQA packs of 2-8 heads through the 5D query map (box {64, pack, rows / pack}).
     "mma=wgmma,wg_load=tma,pack_gqa=on,split_kv=2wave",
     "mma=wgmma,wg_load=tma,wg_consumers=1,wg_pingpong=false,wg_stages=3,wg_block_n_d128=64",
+    # the gallery's wgmma-tma-d with its unsplit output staged in the Q buffer (d64, d128; d256 has
+    # one Q buffer and stores directly)
+    pytest.param(
+        "mma=wgmma,persistent=true,wg_load=tma,wg_q_stages=2,wg_wide_d64=true,decode_tile=32x64x2,"
+        "decode_kv_warps=2,stages=3,tile_d256=64x32x4,wg_scheduler=dynamic,wg_l2_sections=32,"
+        "wg_split_rule=balanced,split_combine=wide,rescale=lazy,wg_epilogue=smem", id="leader-smem-epilogue"),
 ])
 def test_tma_family_kernels_pass_a_subset_without_the_cp_async_fallback(spec: str, tmp_path: Path) -> None:
     # The check build: a call whose tensor maps cannot be encoded fails instead of silently

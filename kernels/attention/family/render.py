@@ -860,6 +860,92 @@ def _with_balanced_splits(text: str) -> str:
     text = _swap(text, _SPLIT_FILL, _SPLIT_BALANCED)
     return _swap(text, "template <int D>\nSched plan_sm90(", _BALANCED_FN + "template <int D>\nSched plan_sm90(")
 
+
+# wg_epilogue=smem (wg_q_stages=2): at the head dims with two Q buffers, a tile's unsplit output is
+# staged in that tile's Q buffer, which the producer refills only for the tile after next: each
+# thread stores its bf16 pairs to shared memory (the Q tile's swizzled layout, conflict-free), the
+# warpgroup meets at a named barrier, and its 128 threads write the 64 rows to global memory in
+# 16-byte chunks, a row's chunks on consecutive threads. The Q buffer goes back to the producer after
+# the epilogue instead of after the tile's last S = Q K^T. Measured on the H200 (Nsight Compute, d128
+# s512 full), the direct epilogue issued 524,288 global stores (4 bytes each) where FA3 issued 32,768,
+# and its warps stalled on the load/store queue and on the stores' source registers.
+_EPI_HELPERS = (
+    "// wg_epilogue=smem: shared-memory stores and loads by address.\n"
+    "__device__ __forceinline__ void sts_b32(uint32_t addr, uint32_t v) {\n"
+    "  asm volatile(\"st.shared.b32 [%0], %1;\\n\" ::\"r\"(addr), \"r\"(v) : \"memory\");\n"
+    "}\n"
+    "__device__ __forceinline__ uint4 lds_b128(uint32_t addr) {\n"
+    "  uint4 v;\n"
+    "  asm volatile(\"ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\\n\"\n"
+    "               : \"=r\"(v.x), \"=r\"(v.y), \"=r\"(v.z), \"=r\"(v.w)\n"
+    "               : \"r\"(addr)\n"
+    "               : \"memory\");\n"
+    "  return v;\n"
+    "}\n\n"
+)
+_EPI_EDITS: tuple[tuple[str, str], ...] = (
+    ("struct Sm90Tile {", _EPI_HELPERS + "struct Sm90Tile {"),
+    ("    // The Q buffer is free once this tile's last S = Q K^T has completed.\n"
+     "    auto release_q = [&]() { release(q_empty_bar(bars, tc, C::QS, S)); };\n",
+     "    // The Q buffer is free once this tile's last S = Q K^T has completed; with wg_epilogue=smem\n"
+     "    // it stages the unsplit output first, and goes back after the epilogue.\n"
+     "    auto release_q_now = [&]() { release(q_empty_bar(bars, tc, C::QS, S)); };\n"
+     "    const bool stage_o = C::QS == 2 && sc.splits == 1;\n"
+     "    auto release_q = [&]() {\n"
+     "      if (!stage_o) release_q_now();\n"
+     "    };\n"),
+    ("        const float inv = l_run[h] > 0.f ? 1.f / l_run[h] : 0.f;\n"
+     "        __nv_bfloat16* orow = static_cast<__nv_bfloat16*>(a.o) + id.batch * a.o_batch_stride +\n"
+     "                              hq * a.o_head_stride + (long long)qi * a.o_row_stride;\n"
+     "#pragma unroll\n"
+     "        for (int dt = 0; dt < DT; ++dt)\n"
+     "          *reinterpret_cast<__nv_bfloat162*>(orow + dt * 8 + 2 * t4) =\n"
+     "              __floats2bfloat162_rn(o[dt * 4 + 2 * h] * inv, o[dt * 4 + 2 * h + 1] * inv);\n",
+     "        const float inv = l_run[h] > 0.f ? 1.f / l_run[h] : 0.f;\n"
+     "        if (stage_o) {  // into this warpgroup's rows of the Q buffer, as the producer lays Q out\n"
+     "          const int R = c * 64 + w * 16 + g + 8 * h;\n"
+     "#pragma unroll\n"
+     "          for (int dt = 0; dt < DT; ++dt)\n"
+     "            sts_b32(q_cur + 2u * uint32_t(sw_off<BM>(R, dt)) + 4u * uint32_t(t4),\n"
+     "                    pack_bf16(o[dt * 4 + 2 * h] * inv, o[dt * 4 + 2 * h + 1] * inv));\n"
+     "          continue;\n"
+     "        }\n"
+     "        __nv_bfloat16* orow = static_cast<__nv_bfloat16*>(a.o) + id.batch * a.o_batch_stride +\n"
+     "                              hq * a.o_head_stride + (long long)qi * a.o_row_stride;\n"
+     "#pragma unroll\n"
+     "        for (int dt = 0; dt < DT; ++dt)\n"
+     "          *reinterpret_cast<__nv_bfloat162*>(orow + dt * 8 + 2 * t4) =\n"
+     "              __floats2bfloat162_rn(o[dt * 4 + 2 * h] * inv, o[dt * 4 + 2 * h + 1] * inv);\n"),
+    ("    gb += uint32_t(nb);\n  }\n  // Consumer 0 takes the turn",
+     "    if (stage_o) {\n"
+     "      // wg_epilogue=smem: the warpgroup's 64 rows go out in 16-byte chunks (a row's on consecutive\n"
+     "      // threads), then the Q buffer goes back to the producer\n"
+     "      asm volatile(\"bar.sync %0, 128;\\n\" ::\"r\"(8 + c) : \"memory\");  // the warpgroup's rows are in\n"
+     "      const int wt = tid & 127;\n"
+     "#pragma unroll\n"
+     "      for (int k = 0; k < CH / 2; ++k) {\n"
+     "        const int lr = (wt + 128 * k) / CH, ch = (wt + 128 * k) % CH;\n"
+     "        const int r = m0 + c * 64 + lr;\n"
+     "        if (r >= sc.mtotal) continue;\n"
+     "        const uint4 v = lds_b128(q_cur + 2u * uint32_t(sw_off<BM>(c * 64 + lr, ch)));\n"
+     "        const int qi = r / sc.gp, hq = hbase + r % sc.gp;\n"
+     "        __nv_bfloat16* orow = static_cast<__nv_bfloat16*>(a.o) + id.batch * a.o_batch_stride +\n"
+     "                              hq * a.o_head_stride + (long long)qi * a.o_row_stride;\n"
+     "        *reinterpret_cast<uint4*>(orow + ch * 8) = v;\n"
+     "      }\n"
+     "      fence_async_smem();  // these reads come before the producer's next copy into the buffer\n"
+     "      release_q_now();\n"
+     "    }\n"
+     "    gb += uint32_t(nb);\n  }\n  // Consumer 0 takes the turn"),
+)
+
+
+def _with_smem_epilogue(text: str) -> str:
+    """wg_epilogue=smem on the Hopper section (after the Q ring's edits)."""
+    for old, new in _EPI_EDITS:
+        text = _swap(text, old, new)
+    return text
+
 def sm90_section(k: Knobs) -> str:
     text = TEMPLATE_SM90.read_text()
     ss = {k.wg_block_n(d) for d in HEAD_DIMS}
@@ -873,6 +959,8 @@ def sm90_section(k: Knobs) -> str:
         text = _with_wide_d64(text)
     if k.wg_split_rule == "balanced":
         text = _with_balanced_splits(text)
+    if k.wg_epilogue == "smem":
+        text = _with_smem_epilogue(text)
     return text.replace("//@@SM90_WGMMA@@", wgmma_wrappers(ss, rs))
 
 

@@ -76,6 +76,9 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "wg_q_stages": (1, 2),                   # mma=wgmma, wg_load=tma: Q buffers; with 2 the next
                                                  # tile's Q loads while this tile runs (at the head
                                                  # dims whose shared memory holds a second Q tile)
+        "wg_epilogue": ("direct", "smem"),       # mma=wgmma, wg_q_stages=2: each thread stores its O
+                                                 # pairs to global memory, or the warpgroup stages O in
+                                                 # the tile's Q buffer and writes whole 16-byte chunks
     },
     "math": {
         "mma": ("mma_sync", "wgmma"),            # mma.sync everywhere, or the Hopper layer (sm_90a wgmma,
@@ -115,7 +118,7 @@ LAYERS = tuple(KNOB_SPACE)
 # Knobs that only the Hopper layer reads (mma=wgmma).
 HOPPER_KNOBS = ("wg_block_n_d64", "wg_block_n_d128", "wg_block_n_d256", "wg_consumers", "wg_stages",
                 "wg_overlap", "wg_pingpong", "wg_load", "wg_q_stages", "wg_wide_d64", "wg_l2_sections",
-                "wg_scheduler", "wg_split_rule")
+                "wg_scheduler", "wg_split_rule", "wg_epilogue")
 KNOB_LAYER = {knob: layer for layer, knobs in KNOB_SPACE.items() for knob in knobs}
 
 
@@ -166,6 +169,7 @@ class Knobs:
     wg_l2_sections: int = 0
     wg_scheduler: str = "static"
     wg_split_rule: str = "fill"
+    wg_epilogue: str = "direct"
 
     # -- views -----------------------------------------------------------------------------
 
@@ -224,6 +228,8 @@ class Knobs:
                 d.pop("wg_scheduler")
             if self.wg_split_rule == "fill":
                 d.pop("wg_split_rule")
+            if self.wg_epilogue == "direct":
+                d.pop("wg_epilogue")
         return d
 
     def wg_block_n(self, head_dim: int) -> int:
@@ -275,7 +281,8 @@ class Knobs:
                       + ("-wide64" if self.wg_wide_d64 else "")
                       + (f"-l2s{self.wg_l2_sections}" if self.wg_l2_sections else "")
                       + ("-dyn" if self.wg_scheduler == "dynamic" else "")
-                      + ("-balsplit" if self.wg_split_rule == "balanced" else "")]
+                      + ("-balsplit" if self.wg_split_rule == "balanced" else "")
+                      + ("-smemepi" if self.wg_epilogue == "smem" else "")]
         return "_".join(parts)
 
     # -- validation ------------------------------------------------------------------------
@@ -333,6 +340,11 @@ class Knobs:
             raise KnobError(
                 "wg_scheduler=dynamic hands a persistent CTA's next tile to it through the Q ring, "
                 "beside the next tile's Q: it needs persistent=True and wg_q_stages=2"
+            )
+        if self.wg_epilogue != "direct" and self.wg_q_stages != 2:
+            raise KnobError(
+                f"wg_epilogue={self.wg_epilogue} stages the output in the tile's Q buffer, which the "
+                "producer refills only two tiles later: it needs wg_q_stages=2"
             )
         if self.wg_split_rule != "fill" and self.split_kv == "off":
             raise KnobError(
