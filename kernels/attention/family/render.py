@@ -124,6 +124,13 @@ def _swap(text: str, old: str, new: str, count: int = 1) -> str:
     return text.replace(old, new)
 
 
+def _swap_each(text: str, edits: tuple[tuple[str, str], ...]) -> str:
+    """_swap for each (old, new) of a splice's edits, in order."""
+    for old, new in edits:
+        text = _swap(text, old, new)
+    return text
+
+
 # wg_load=tma: the cp.async kernel becomes a template on kTma; the copy-engine producer and the
 # host's tensor maps come from template_sm90_tma.cu.in. wg_load=cp_async renders the Hopper
 # section unchanged, so its files keep their bytes.
@@ -244,11 +251,7 @@ _Q_TMA_EDITS = (
 
 def _with_q_ring(text: str, k: Knobs) -> str:
     text = _swap(text, "//@@SM90_WGMMA@@", q_ring_constants(k) + "\n//@@SM90_WGMMA@@")
-    for old, new in _Q_CONSUMER_EDITS:
-        text = _swap(text, old, new)
-    for old, new in _Q_CP_ASYNC_EDITS + _Q_TMA_EDITS:
-        text = _swap(text, old, new)
-    return text
+    return _swap_each(text, _Q_CONSUMER_EDITS + _Q_CP_ASYNC_EDITS + _Q_TMA_EDITS)
 
 
 # wg_wide_d64 (wg_load=tma): head_dim 64 runs three consumer warpgroups (192 query rows per CTA,
@@ -785,9 +788,7 @@ _DYN_EDITS: tuple[tuple[str, str], ...] = (
 
 def _with_dynamic_scheduler(text: str) -> str:
     """wg_scheduler=dynamic on the whole rendered file (after the tma and Q-ring splices)."""
-    for old, new in _DYN_EDITS:
-        text = _swap(text, old, new)
-    return text
+    return _swap_each(text, _DYN_EDITS)
 
 
 # wg_split_rule=balanced: the Hopper planner picks the split-KV count (1 up to the same cap) whose
@@ -942,9 +943,7 @@ _EPI_EDITS: tuple[tuple[str, str], ...] = (
 
 def _with_smem_epilogue(text: str) -> str:
     """wg_epilogue=smem on the Hopper section (after the Q ring's edits)."""
-    for old, new in _EPI_EDITS:
-        text = _swap(text, old, new)
-    return text
+    return _swap_each(text, _EPI_EDITS)
 
 def sm90_section(k: Knobs) -> str:
     text = TEMPLATE_SM90.read_text()
