@@ -940,3 +940,23 @@ def test_wg_epilogue_smem_compiles_without_spills(tmp_path: Path) -> None:
     assert len(blocks) == 5, built.info.log[-3000:]
     for b in blocks:
         assert " 0 bytes spill stores, 0 bytes spill loads" in b, b[:600]
+
+
+# -- wg_block_n_d128=176: FA3's non-causal d128 key block -----------------------------------------
+
+
+@needs_nvcc
+def test_176_key_blocks_at_d128_fit_the_register_budget_and_leave_one_q_buffer(tmp_path: Path) -> None:
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    k = parse_knobs(str(gallery / "wgmma-tma-d.knobs.json")).replace(wg_block_n_d128=176).validate()
+    assert k.wg_fragment_regs(128) == 88 + 64 + 44
+    assert k.wg_q_buffers(128) == 1 and k.wg_q_buffers(64) == 2  # two 176-key stages leave room for one Q
+    src = tmp_path / "b176.cu"
+    src.write_text(render(k))
+    built = compile_kernel(src, arch="sm_90a")
+    assert built.info.ok, built.info.log[-2000:]
+    entries = built.info.log.split("Compiling entry function '")[1:]
+    d128 = [b for b in entries if b.startswith("_ZN3fam13attn_fwd_sm90ILi128E")]
+    assert len(d128) == 2  # with tensor maps and the cp.async fallback
+    for b in d128:
+        assert " 0 bytes spill stores, 0 bytes spill loads" in b, b[:600]

@@ -101,6 +101,11 @@ def test_wgmma_descriptors_match_a_cpu_product() -> None:
         "mma=wgmma,persistent=true,wg_load=tma,wg_q_stages=2,wg_wide_d64=true,decode_tile=32x64x2,"
         "decode_kv_warps=2,stages=3,tile_d256=64x32x4,wg_scheduler=dynamic,wg_l2_sections=32,"
         "wg_split_rule=balanced,split_combine=wide,rescale=lazy,wg_epilogue=smem", id="leader-smem-epilogue"),
+    # the gallery's wgmma-tma-d with FA3's 176-key blocks at d128 (11 k-steps of P V, one Q buffer)
+    pytest.param(
+        "mma=wgmma,persistent=true,wg_load=tma,wg_q_stages=2,wg_wide_d64=true,decode_tile=32x64x2,"
+        "decode_kv_warps=2,stages=3,tile_d256=64x32x4,wg_scheduler=dynamic,wg_l2_sections=32,"
+        "wg_split_rule=balanced,split_combine=wide,rescale=lazy,wg_block_n_d128=176", id="leader-176-keys"),
 ])
 def test_tma_family_kernels_pass_a_subset_without_the_cp_async_fallback(spec: str, tmp_path: Path) -> None:
     # The check build: a call whose tensor maps cannot be encoded fails instead of silently
