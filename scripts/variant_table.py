@@ -1,8 +1,11 @@
 """A short table of evaluation reports side by side (issue 18's device runs): per category the
 pass count and geomean ratios vs each peer and vs the report's baseline, then prefill per head
-dim, then d128 prefill TFLOP/s per size.
+dim, then d128 prefill TFLOP/s per size. With --rounds, one line per arm whose reports are
+repeated runs (rounds) against the same baseline: the geomean x baseline per category, round by
+round ("r1/r2/..."), so that an arm reads against its own spread and a null arm's.
 
     python3 scripts/variant_table.py NAME=REPORT.json [NAME=REPORT.json ...]
+    python3 scripts/variant_table.py --rounds NAME=R1.json,R2.json [NAME=R1.json,R2.json ...]
 """
 
 from __future__ import annotations
@@ -29,7 +32,39 @@ def _rows(report: dict[str, Any], keep: Callable[[dict[str, Any]], bool]) -> str
             f"base {base:.3f} TF {tf:.0f}")
 
 
+def rounds_table(arms: dict[str, list[dict[str, Any]]]) -> str:
+    """Per arm, the geomean x baseline of each round, over all scenarios and per category (the
+    categories any round has, each round's own scenarios)."""
+    cats = sorted({s["category"] for reps in arms.values() for rep in reps for s in rep["scenarios"]})
+    head = f"{'arm':<8} " + " ".join(f"{c:>17}" for c in ["all", *cats])
+    lines = [head]
+    for name, reps in arms.items():
+        cells = []
+        for c in ["all", *cats]:
+            vals = [_geo(s.get("speedup_vs_baseline") or 0 for s in rep["scenarios"]
+                         if c == "all" or s["category"] == c) for rep in reps]
+            cells.append("/".join(f"{v:.3f}" for v in vals))
+        lines.append(f"{name:<8} " + " ".join(f"{x:>17}" for x in cells))
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "--rounds":
+        arms: dict[str, list[dict[str, Any]]] = {}
+        for arg in argv[1:]:
+            name, _, paths = arg.partition("=")
+            reps = []
+            for path in paths.split(","):
+                try:
+                    with open(path) as fh:
+                        reps.append(json.load(fh))
+                except (OSError, ValueError) as exc:
+                    print(f"{name}: no report {path} ({exc})")
+            if reps:
+                arms[name] = reps
+        print("x baseline (timed in the same process), geomean per round r1/r2/...")
+        print(rounds_table(arms))
+        return 0
     reports = {}
     for arg in argv:
         name, _, path = arg.partition("=")

@@ -308,7 +308,7 @@ def test_tma_kernel_compiles_without_spills(tmp_path: Path) -> None:
     assert "C7510" not in log and "C7508" not in log
 
 
-@pytest.mark.parametrize("name", ["wgmma-tma-a", "wgmma-tma-b", "wgmma-tma-c", "wgmma-tma-d"])
+@pytest.mark.parametrize("name", ["wgmma-tma-a", "wgmma-tma-b", "wgmma-tma-c", "wgmma-tma-d", "wgmma-tma-e"])
 def test_tma_gallery_reports_were_measured_on_the_strict_build_of_the_gallery_file(name: str) -> None:
     import hashlib
 
@@ -929,17 +929,84 @@ def test_wg_epilogue_smem_stages_in_the_q_buffer_and_releases_it_after_the_epilo
 
 
 @needs_nvcc
-def test_wg_epilogue_smem_compiles_without_spills(tmp_path: Path) -> None:
+def test_the_leader_with_the_staged_epilogue_offset_descriptors_and_hopper_decode_compiles_without_spills() -> None:
+    # wgmma-tma-e = wgmma-tma-d + wg_epilogue=smem + wg_desc=offset + wg_decode=wgmma
     gallery = ROOT / "kernels" / "attention" / "gallery"
-    src = tmp_path / "epi.cu"
-    src.write_text(render(parse_knobs(str(gallery / "wgmma-tma-d.knobs.json")).replace(wg_epilogue="smem")))
-    built = compile_kernel(src, arch="sm_90a")
+    k = parse_knobs(str(gallery / "wgmma-tma-e.knobs.json"))
+    assert (k.wg_epilogue, k.wg_desc, k.wg_decode) == ("smem", "offset", "wgmma")
+    assert k.replace(wg_epilogue="direct", wg_desc="fields", wg_decode="mma_sync") == parse_knobs(
+        str(gallery / "wgmma-tma-d.knobs.json"))
+    built = compile_kernel(gallery / "wgmma-tma-e.cu", arch="sm_90a")
     assert built.info.ok, built.info.log[-2000:]
     entries = built.info.log.split("Compiling entry function '")[1:]
     blocks = [b for b in entries if b.startswith("_ZN3fam13attn_fwd_sm90")]
     assert len(blocks) == 5, built.info.log[-3000:]
     for b in blocks:
         assert " 0 bytes spill stores, 0 bytes spill loads" in b, b[:600]
+
+
+# -- wg_desc=offset: a descriptor as the tile's plus the k-step's offset ---------------------------
+
+
+def test_wg_desc_is_a_math_knob_whose_offset_form_renders_one_add_per_step() -> None:
+    assert KNOB_LAYER["wg_desc"] == "math" and KNOB_SPACE["math"]["wg_desc"] == ("fields", "offset")
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    d = parse_knobs(str(gallery / "wgmma-tma-d.knobs.json"))
+    assert render(d.replace(wg_desc="fields")) == (gallery / "wgmma-tma-d.cu").read_text()
+    k = d.replace(wg_desc="offset")
+    assert k.slug().endswith("-descoff") and k.recorded()["wg_desc"] == "offset"
+    assert "wg_desc" not in d.recorded()
+    src = render(k)
+    assert not [str(f) for f in check_source(src) if f.blocking]
+    kmajor = src.split("__device__ __forceinline__ uint64_t desc_kmajor(")[1].split("\n}\n")[0]
+    mnmajor = src.split("__device__ __forceinline__ uint64_t desc_mnmajor(")[1].split("\n}\n")[0]
+    assert "wg_desc_at(tile, (kk >> 2) * (ROWS * 128) + row0 * 128 + (kk & 3) * 32, 16, 1024)" in kmajor
+    assert "wg_desc_at(tile, kk * 2048, ROWS * 128, 1024)" in mnmajor
+    assert "wg_desc(" not in kmajor + mnmajor
+    assert "const int c = __shfl_sync(0xffffffffu, wg - 1, 0);" in src
+    assert "const int c = wg - 1;" not in src
+
+
+def test_wg_desc_offset_adds_inside_the_start_address_field_for_every_shared_address() -> None:
+    # The offset form relies on (tile + off) >> 4 == (tile >> 4) + (off >> 4) inside the 14-bit
+    # start-address field: true while tile + off stays below 2^18, and every wgmma kernel's shared
+    # memory (with the 1024-byte alignment slack) is below that at every head dim.
+    def packed(addr: int) -> int:  # wg_desc's start-address field
+        return (addr & 0x3FFFF) >> 4
+
+    def offset_form(tile: int, off: int) -> int:  # wg_desc_at's low 14 bits
+        return (((tile & 0x3FFFF) >> 4) + (off >> 4)) & 0x3FFF
+
+    for k in covering_sample():
+        if k.mma != "wgmma":
+            continue
+        for d in (64, 128, 256):
+            assert k.wg_smem_bytes(d) + 1024 < 2**18, (k.slug(), d)
+    top = 233472  # the highest shared address of an sm_90 block: 227 KB dynamic + 1 KB reserved
+    for tile in range(0, top, 1024):
+        for off in (0, 32, 64, 96, 2048, 8192, 16384 + 96, 32768 + 2048 * 7):
+            if tile + off < top:
+                assert packed(tile + off) == offset_form(tile, off), (tile, off)
+
+
+# -- wg_decode=wgmma: decode shapes on the Hopper kernel ---------------------------------------
+
+
+def test_wg_decode_sends_decode_shapes_to_the_hopper_kernel() -> None:
+    assert KNOB_LAYER["wg_decode"] == "tiling" and KNOB_SPACE["tiling"]["wg_decode"] == ("mma_sync", "wgmma")
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    d = parse_knobs(str(gallery / "wgmma-tma-d.knobs.json"))
+    assert render(d.replace(wg_decode="mma_sync")) == (gallery / "wgmma-tma-d.cu").read_text()
+    k = d.replace(wg_decode="wgmma")
+    assert k.slug().endswith("-wgdec") and k.recorded()["wg_decode"] == "wgmma"
+    with pytest.raises(KnobError, match="wg_decode"):
+        parse_knobs("wg_decode=wgmma")  # a Hopper knob: mma=mma_sync leaves it at its default
+    src = render(k)
+    assert not [str(f) for f in check_source(src) if f.blocking]
+    use = src.split("bool use_sm90(const SocraticAttentionArgs* a, int gp) {")[1].split("\n}\n")[0]
+    assert "return kDecodeRows > 0;" in use and "seqlen_q" not in use
+    before = render(d).split("bool use_sm90(const SocraticAttentionArgs* a, int gp) {")[1].split("\n}\n")[0]
+    assert "return (long long)a->seqlen_q * gp > kDecodeRows;" in before
 
 
 # -- wg_block_n_d128=176: FA3's non-causal d128 key block -----------------------------------------
@@ -960,3 +1027,27 @@ def test_176_key_blocks_at_d128_fit_the_register_budget_and_leave_one_q_buffer(t
     assert len(d128) == 2  # with tensor maps and the cp.async fallback
     for b in d128:
         assert " 0 bytes spill stores, 0 bytes spill loads" in b, b[:600]
+
+
+# -- scripts/variant_table.py --rounds: an arm read against its rounds and a null arm ------------
+
+
+def test_rounds_table_prints_each_rounds_geomean_per_category(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    def report(path: Path, ratios: dict[str, tuple[str, float]]) -> str:
+        path.write_text(json.dumps({"scenarios": [
+            {"scenario": name, "category": cat, "speedup_vs_baseline": x} for name, (cat, x) in ratios.items()]}))
+        return str(path)
+
+    r1 = report(tmp_path / "r1_A.json", {"p1": ("prefill", 1.0), "p2": ("prefill", 1.21), "d1": ("decode", 0.9)})
+    r2 = report(tmp_path / "r2_A.json", {"p1": ("prefill", 1.0), "p2": ("prefill", 1.0), "d1": ("decode", 1.1)})
+    n1 = report(tmp_path / "r1_N.json", {"p1": ("prefill", 1.0), "d1": ("decode", 1.0)})
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "variant_table.py"), "--rounds", f"N={n1}", f"A={r1},{r2}"],
+        capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[1].split() == ["arm", "all", "decode", "prefill"]
+    assert out[2].split() == ["N", "1.000", "1.000", "1.000"]
+    # round 1: all = (1.0 * 1.21 * 0.9) ** (1/3), prefill = sqrt(1.21); round 2: 1.1 ** (1/3), 1.0
+    assert out[3].split() == ["A", "1.029/1.032", "0.900/1.100", "1.100/1.000"]

@@ -58,6 +58,8 @@ WGMMA_SCENARIOS = (
     "mma=wgmma,persistent=true",  # the gallery's wgmma-ws-a
     "mma=wgmma,wg_overlap=false,wg_pingpong=false,wg_consumers=1,wg_stages=3,wg_block_n_d128=64",
     "mma=wgmma,wg_block_n_d64=192,wg_block_n_d256=32,wg_stages=1,split_kv=off,mask_split=false",
+    # the cp.async producer with descriptors as the tile's plus each step's offset
+    pytest.param("mma=wgmma,persistent=true,wg_desc=offset", id="cp-async-desc-offset"),
 ])
 def test_wgmma_family_kernels_pass_a_subset(spec: str, tmp_path: Path) -> None:
     knobs = parse_knobs(spec)
@@ -106,6 +108,14 @@ def test_wgmma_descriptors_match_a_cpu_product() -> None:
         "mma=wgmma,persistent=true,wg_load=tma,wg_q_stages=2,wg_wide_d64=true,decode_tile=32x64x2,"
         "decode_kv_warps=2,stages=3,tile_d256=64x32x4,wg_scheduler=dynamic,wg_l2_sections=32,"
         "wg_split_rule=balanced,split_combine=wide,rescale=lazy,wg_block_n_d128=176", id="leader-176-keys"),
+    # the gallery's wgmma-tma-d with descriptors as the tile's plus each step's offset, on every
+    # head dim and with three consumer warpgroups at d64; and on one consumer with 64-key blocks
+    pytest.param(
+        "mma=wgmma,persistent=true,wg_load=tma,wg_q_stages=2,wg_wide_d64=true,decode_tile=32x64x2,"
+        "decode_kv_warps=2,stages=3,tile_d256=64x32x4,wg_scheduler=dynamic,wg_l2_sections=32,"
+        "wg_split_rule=balanced,split_combine=wide,rescale=lazy,wg_desc=offset", id="leader-desc-offset"),
+    pytest.param("mma=wgmma,wg_load=tma,wg_consumers=1,wg_pingpong=false,wg_stages=3,wg_block_n_d128=64,"
+                 "wg_desc=offset", id="one-consumer-desc-offset"),
 ])
 def test_tma_family_kernels_pass_a_subset_without_the_cp_async_fallback(spec: str, tmp_path: Path) -> None:
     # The check build: a call whose tensor maps cannot be encoded fails instead of silently
@@ -138,6 +148,17 @@ def test_tma_family_kernels_pass_a_subset_without_the_cp_async_fallback(spec: st
         "mma=wgmma,persistent=true,wg_load=tma,wg_q_stages=2,wg_wide_d64=true,decode_tile=32x64x2,"
         "decode_kv_warps=2,stages=3,tile_d256=64x32x4,wg_scheduler=dynamic,wg_l2_sections=32,"
         "wg_split_rule=balanced,split_combine=wide,rescale=lazy", id="leader-wide-combine"),
+    # the gallery's wgmma-tma-e: decode on the Hopper kernel (a packed group in a mostly empty
+    # 128-row tile, tensor-map loads, the Hopper planner's splits); the same on the cp.async
+    # producer, and on one consumer warpgroup (a 64-row tile)
+    pytest.param(
+        "mma=wgmma,persistent=true,wg_load=tma,wg_q_stages=2,wg_wide_d64=true,decode_tile=32x64x2,"
+        "decode_kv_warps=2,stages=3,tile_d256=64x32x4,wg_scheduler=dynamic,wg_l2_sections=32,"
+        "wg_split_rule=balanced,split_combine=wide,rescale=lazy,wg_epilogue=smem,wg_desc=offset,"
+        "wg_decode=wgmma", id="leader-e-hopper-decode"),
+    pytest.param("mma=wgmma,persistent=true,wg_decode=wgmma", id="cp-async-hopper-decode"),
+    pytest.param("mma=wgmma,wg_load=tma,wg_consumers=1,wg_pingpong=false,wg_decode=wgmma",
+                 id="one-consumer-hopper-decode"),
 ])
 def test_decode_key_warps_pass_every_decode_scenario(spec: str, tmp_path: Path) -> None:
     # decode_kv_warps splits each block's keys among warps that merge at the end of a tile: every

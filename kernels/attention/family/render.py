@@ -945,6 +945,49 @@ def _with_smem_epilogue(text: str) -> str:
     """wg_epilogue=smem on the Hopper section (after the Q ring's edits)."""
     return _swap_each(text, _EPI_EDITS)
 
+# wg_desc=offset: a wgmma descriptor is its tile's descriptor plus the k-step's byte offset >> 4,
+# added to the low word; ptxas then issues one uniform add per wgmma where it repacked the three
+# fields (about six uniform operations). The consumer's warpgroup index comes from lane 0, so that
+# Q's descriptors are uniform too instead of sixteen registers read back with R2UR.
+_DESC_AT = (
+    "// wg_desc=offset: the descriptor of tile + off from the tile's own. The start-address field\n"
+    "// holds addr >> 4 in 14 bits and a shared-memory address stays below 2^18, so off >> 4 adds to\n"
+    "// the low word without a carry out of the field.\n"
+    "__device__ __forceinline__ uint64_t wg_desc_at(uint32_t tile, uint32_t off, uint32_t lbo, uint32_t sbo) {\n"
+    "  const uint32_t lo = ((tile & 0x3FFFF) >> 4) | (((lbo >> 4) & 0x3FFF) << 16);\n"
+    "  const uint32_t hi = ((sbo >> 4) & 0x3FFF) | (1u << 30);\n"
+    "  uint64_t d;\n"
+    "  asm(\"mov.b64 %0, {%1, %2};\" : \"=l\"(d) : \"r\"(lo + (off >> 4)), \"r\"(hi));\n"
+    "  return d;\n"
+    "}\n"
+)
+_DESC_EDITS: tuple[tuple[str, str], ...] = (
+    ("         (uint64_t((sbo >> 4) & 0x3FFF) << 32) | (uint64_t(1) << 62);\n}\n",
+     "         (uint64_t((sbo >> 4) & 0x3FFF) << 32) | (uint64_t(1) << 62);\n}\n" + _DESC_AT),
+    ("  return wg_desc(tile + (kk >> 2) * (ROWS * 128) + row0 * 128 + (kk & 3) * 32, 16, 1024);\n",
+     "  return wg_desc_at(tile, (kk >> 2) * (ROWS * 128) + row0 * 128 + (kk & 3) * 32, 16, 1024);\n"),
+    ("  return wg_desc(tile + kk * 2048, 1024, ROWS * 128);\n",
+     "  return wg_desc_at(tile, kk * 2048, 1024, ROWS * 128);\n"),
+    ("  return wg_desc(tile + kk * 2048, ROWS * 128, 1024);\n",
+     "  return wg_desc_at(tile, kk * 2048, ROWS * 128, 1024);\n"),
+    ("  const int c = wg - 1;\n",
+     "  const int c = __shfl_sync(0xffffffffu, wg - 1, 0);  // wg_desc=offset: warp-uniform\n"),
+)
+
+
+def _with_desc_offset(text: str) -> str:
+    """wg_desc=offset on the Hopper section."""
+    return _swap_each(text, _DESC_EDITS)
+
+
+# wg_decode=wgmma: the Hopper kernel takes every call, decode shapes included; the mma.sync kernels
+# stay in the file, unused (a call no tensor map describes takes the Hopper kernel's cp.async build).
+_DECODE_USE = (
+    "  return (long long)a->seqlen_q * gp > kDecodeRows;\n",
+    "  (void)a;  // wg_decode=wgmma: decode shapes too\n  (void)gp;\n  return kDecodeRows > 0;\n",
+)
+
+
 def sm90_section(k: Knobs) -> str:
     text = TEMPLATE_SM90.read_text()
     ss = {k.wg_block_n(d) for d in HEAD_DIMS}
@@ -960,6 +1003,10 @@ def sm90_section(k: Knobs) -> str:
         text = _with_balanced_splits(text)
     if k.wg_epilogue == "smem":
         text = _with_smem_epilogue(text)
+    if k.wg_desc == "offset":
+        text = _with_desc_offset(text)
+    if k.wg_decode == "wgmma":
+        text = _swap(text, *_DECODE_USE)
     return text.replace("//@@SM90_WGMMA@@", wgmma_wrappers(ss, rs))
 
 

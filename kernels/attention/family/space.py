@@ -66,6 +66,9 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "wg_consumers": (2, 1),
         # mma=wgmma, wg_load=tma: head_dim 64 with three consumer warpgroups (192 query rows)
         "wg_wide_d64": (False, True),
+        # mma=wgmma: decode shapes (at most 64 packed query rows) on the mma.sync decode tile, or on
+        # the Hopper kernel (copy-engine loads and split-KV; most of its query tile is empty rows)
+        "wg_decode": ("mma_sync", "wgmma"),
     },
     "memory": {
         "loader": ("cp_async", "bulk"),          # cp.async 16 B per thread, or the bulk copy engine
@@ -88,6 +91,9 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "q_fragments": ("smem", "registers"),    # Q A-fragments re-read by ldmatrix, or kept in registers
         "softmax_exp": ("exp2_folded", "expf"),  # ex2.approx with scale*log2e folded into one FFMA, or expf
         "rescale": ("always", "lazy"),           # rescale O on every new max, or only past 2^8 growth
+        "wg_desc": ("fields", "offset"),         # mma=wgmma: each wgmma's shared-memory descriptor packed
+                                                 # from its fields, or the tile's descriptor plus the
+                                                 # step's offset (one add; warpgroup index warp-uniform)
     },
     "scheduling": {
         "grid_order": ("m_fastest", "head_fastest", "heavy_first"),
@@ -119,7 +125,7 @@ LAYERS = tuple(KNOB_SPACE)
 # Knobs that only the Hopper layer reads (mma=wgmma).
 HOPPER_KNOBS = ("wg_block_n_d64", "wg_block_n_d128", "wg_block_n_d256", "wg_consumers", "wg_stages",
                 "wg_overlap", "wg_pingpong", "wg_load", "wg_q_stages", "wg_wide_d64", "wg_l2_sections",
-                "wg_scheduler", "wg_split_rule", "wg_epilogue")
+                "wg_scheduler", "wg_split_rule", "wg_epilogue", "wg_desc", "wg_decode")
 KNOB_LAYER = {knob: layer for layer, knobs in KNOB_SPACE.items() for knob in knobs}
 
 
@@ -171,6 +177,8 @@ class Knobs:
     wg_scheduler: str = "static"
     wg_split_rule: str = "fill"
     wg_epilogue: str = "direct"
+    wg_desc: str = "fields"
+    wg_decode: str = "mma_sync"
 
     # -- views -----------------------------------------------------------------------------
 
@@ -231,6 +239,10 @@ class Knobs:
                 d.pop("wg_split_rule")
             if self.wg_epilogue == "direct":
                 d.pop("wg_epilogue")
+            if self.wg_desc == "fields":
+                d.pop("wg_desc")
+            if self.wg_decode == "mma_sync":
+                d.pop("wg_decode")
         return d
 
     def wg_block_n(self, head_dim: int) -> int:
@@ -283,7 +295,9 @@ class Knobs:
                       + (f"-l2s{self.wg_l2_sections}" if self.wg_l2_sections else "")
                       + ("-dyn" if self.wg_scheduler == "dynamic" else "")
                       + ("-balsplit" if self.wg_split_rule == "balanced" else "")
-                      + ("-smemepi" if self.wg_epilogue == "smem" else "")]
+                      + ("-smemepi" if self.wg_epilogue == "smem" else "")
+                      + ("-descoff" if self.wg_desc == "offset" else "")
+                      + ("-wgdec" if self.wg_decode == "wgmma" else "")]
         return "_".join(parts)
 
     # -- validation ------------------------------------------------------------------------
