@@ -3,6 +3,7 @@ of settings that covers every knob value (sm_90a; no GPU needed)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -1051,3 +1052,37 @@ def test_rounds_table_prints_each_rounds_geomean_per_category(tmp_path: Path) ->
     assert out[2].split() == ["N", "1.000", "1.000", "1.000"]
     # round 1: all = (1.0 * 1.21 * 0.9) ** (1/3), prefill = sqrt(1.21); round 2: 1.1 ** (1/3), 1.0
     assert out[3].split() == ["A", "1.029/1.032", "0.900/1.100", "1.100/1.000"]
+
+
+def test_ncu_ledger_groups_samples_by_execution_count_and_runs(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    header = ["Address", "Source", "Warp Stall Sampling (All Samples)", "Warp Stall Sampling (Not-issued Samples)",
+              "Instructions Executed", "stall_wait", "stall_long_sb", "stall_wait (Not Issued)"]
+    rows = [  # a per-tile prologue (100 runs), a loop body (300), an epilogue (100)
+        ["0x0", "IMAD R1, R2, R3, RZ", "10", "10", "100", "10", "0", "10"],
+        ["0x10", "HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], RZ", "30", "30", "300", "30", "0", "30"],
+        ["0x20", "@!P0  BRA 0x10", "30", "30", "300", "0", "30", "0"],
+        ["0x30", "STG.E desc[UR14][R8.64], R91", "30", "30", "100", "0", "30", "0"],
+    ]
+    page = tmp_path / "src.csv"
+    with page.open("w", newline="") as fh:
+        w = csv.writer(fh, quoting=csv.QUOTE_ALL)
+        w.writerow(["Kernel Name", "void k()"])
+        w.writerow(header)
+        w.writerows(rows)
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "ncu_ledger.py"), str(page), "--top", "2",
+                          "--min-share", "20"], capture_output=True, text=True, check=True).stdout
+    assert "instructions executed 800, samples 100" in out
+    assert "stalls: long_sb 60.0%  wait 40.0%" in out  # "(Not Issued)" columns are not counted twice
+    assert "executed       300:     2 instructions,  60.0% of samples,  75.0% of executed" in out
+    assert "executed       100:     2 instructions,  40.0% of samples,  25.0% of executed" in out
+    # runs break where the execution count changes: the prologue alone (10%) is under 20%
+    assert "[    1-    2] executed      300 n=   2  60.0%  wait=30 long_sb=30  | HGMMAx1 BRAx1" in out
+    assert "[    3-    3] executed      100 n=   1  30.0%" in out and "[    0-    0]" not in out
+    bad = tmp_path / "not.csv"
+    bad.write_text("ncu --help output\n")
+    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "ncu_ledger.py"), str(bad)],
+                         capture_output=True, text=True)
+    assert res.returncode == 2 and "not an ncu --page source --csv export" in res.stderr

@@ -946,9 +946,10 @@ def _with_smem_epilogue(text: str) -> str:
     return _swap_each(text, _EPI_EDITS)
 
 # wg_desc=offset: a wgmma descriptor is its tile's descriptor plus the k-step's byte offset >> 4,
-# added to the low word; ptxas then issues one uniform add per wgmma where it repacked the three
-# fields (about six uniform operations). The consumer's warpgroup index comes from lane 0, so that
-# Q's descriptors are uniform too instead of sixteen registers read back with R2UR.
+# added to the low word: ptxas then spends about three uniform operations per wgmma (the add and
+# the constant high words) where it repacked the three fields in about six. The consumer's
+# warpgroup index comes from lane 0, so that Q's descriptors are uniform too instead of sixteen
+# per-thread registers read back with R2UR. Measured alone 0.995x, with wg_epilogue=smem 1.005x.
 _DESC_AT = (
     "// wg_desc=offset: the descriptor of tile + off from the tile's own. The start-address field\n"
     "// holds addr >> 4 in 14 bits and a shared-memory address stays below 2^18, so off >> 4 adds to\n"
