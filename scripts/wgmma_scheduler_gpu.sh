@@ -33,8 +33,8 @@ done
 {
   args=(); for v in $VARIANTS; do args+=("full_$v=$OUT/full_$v.json"); done
   python3 scripts/variant_table.py "${args[@]}"
-  python3 - "$OUT" $VARIANTS <<'PY'
-import json, math, sys
+  GALLERY_NAME="${GALLERY:-wgmma-tma-c}" python3 - "$OUT" $VARIANTS <<'PY'
+import json, math, os, sys
 from pathlib import Path
 out = Path(sys.argv[1])
 reps = {f"full_{n}": json.loads((out / f"full_{n}.json").read_text()) for n in sys.argv[2:]
@@ -52,7 +52,7 @@ groups = {
     "ragged causal": lambda s: s.startswith("ragged-") and s.endswith("causal"),
     "chunked": lambda s: s.startswith("chunk-"),
 }
-print("x B (wgmma-tma-c, same process) / x FA3 (B's own x FA3 in brackets), geomeans")
+print(f"x B ({os.environ['GALLERY_NAME']}, same process) / x FA3 (B's own x FA3 in brackets), geomeans")
 for label, keep in groups.items():
     cells = []
     for n, r in rows.items():

@@ -945,6 +945,7 @@ def _with_smem_epilogue(text: str) -> str:
     """wg_epilogue=smem on the Hopper section (after the Q ring's edits)."""
     return _swap_each(text, _EPI_EDITS)
 
+
 # wg_desc=offset: a wgmma descriptor is its tile's descriptor plus the k-step's byte offset >> 4,
 # added to the low word: ptxas then spends about three uniform operations per wgmma (the add and
 # the constant high words) where it repacked the three fields in about six. The consumer's
