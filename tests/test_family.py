@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -309,7 +310,8 @@ def test_tma_kernel_compiles_without_spills(tmp_path: Path) -> None:
     assert "C7510" not in log and "C7508" not in log
 
 
-@pytest.mark.parametrize("name", ["wgmma-tma-a", "wgmma-tma-b", "wgmma-tma-c", "wgmma-tma-d", "wgmma-tma-e"])
+@pytest.mark.parametrize("name", ["wgmma-tma-a", "wgmma-tma-b", "wgmma-tma-c", "wgmma-tma-d", "wgmma-tma-e",
+                                  "wgmma-tma-f"])
 def test_tma_gallery_reports_were_measured_on_the_strict_build_of_the_gallery_file(name: str) -> None:
     import hashlib
 
@@ -898,7 +900,7 @@ def test_split_combine_wide_compiles_without_spills(tmp_path: Path) -> None:
 
 def test_wg_epilogue_is_a_memory_knob_that_needs_the_q_ring() -> None:
     assert KNOB_LAYER["wg_epilogue"] == "memory"
-    assert KNOB_SPACE["memory"]["wg_epilogue"] == ("direct", "smem")
+    assert KNOB_SPACE["memory"]["wg_epilogue"] == ("direct", "smem", "tma")
     with pytest.raises(KnobError, match="wg_epilogue=smem stages the output in the tile's Q buffer"):
         parse_knobs("mma=wgmma,wg_load=tma,wg_epilogue=smem")
     k = parse_knobs("mma=wgmma,wg_load=tma,wg_q_stages=2,wg_epilogue=smem")
@@ -906,6 +908,11 @@ def test_wg_epilogue_is_a_memory_knob_that_needs_the_q_ring() -> None:
     assert "wg_epilogue" not in k.replace(wg_epilogue="direct").recorded()
     # no shared memory of its own: it reuses the Q buffer
     assert k.wg_smem_bytes(128) == k.replace(wg_epilogue="direct").wg_smem_bytes(128)
+    with pytest.raises(KnobError, match="wg_epilogue=tma stages the output in the tile's Q buffer"):
+        parse_knobs("mma=wgmma,wg_load=tma,wg_epilogue=tma")
+    t = k.replace(wg_epilogue="tma")
+    assert t.slug().endswith("-tmaepi") and t.recorded()["wg_epilogue"] == "tma"
+    assert t.wg_smem_bytes(128) == k.wg_smem_bytes(128)
 
 
 def test_wg_epilogue_smem_stages_in_the_q_buffer_and_releases_it_after_the_epilogue() -> None:
@@ -929,15 +936,100 @@ def test_wg_epilogue_smem_stages_in_the_q_buffer_and_releases_it_after_the_epilo
     assert consumer.count("*reinterpret_cast<__nv_bfloat162*>(orow + dt * 8 + 2 * t4)") == 1  # direct kept
 
 
-@needs_nvcc
-def test_the_leader_with_the_staged_epilogue_offset_descriptors_and_hopper_decode_compiles_without_spills() -> None:
-    # wgmma-tma-e = wgmma-tma-d + wg_epilogue=smem + wg_desc=offset + wg_decode=wgmma
+def test_wg_epilogue_tma_hands_the_staged_rows_to_the_copy_engine_through_o_s_own_map() -> None:
     gallery = ROOT / "kernels" / "attention" / "gallery"
-    k = parse_knobs(str(gallery / "wgmma-tma-e.knobs.json"))
-    assert (k.wg_epilogue, k.wg_desc, k.wg_decode) == ("smem", "offset", "wgmma")
-    assert k.replace(wg_epilogue="direct", wg_desc="fields", wg_decode="mma_sync") == parse_knobs(
-        str(gallery / "wgmma-tma-d.knobs.json"))
-    built = compile_kernel(gallery / "wgmma-tma-e.cu", arch="sm_90a")
+    e = parse_knobs(str(gallery / "wgmma-tma-e.knobs.json"))
+    assert e.wg_epilogue == "smem" and render(e) == (gallery / "wgmma-tma-e.cu").read_text()
+    src = render(e.replace(wg_epilogue="tma"))
+    assert not [str(f) for f in check_source(src) if f.blocking]  # the same driver call, one more map
+    maps = src.split("struct Sm90Maps {")[1].split("};")[0]
+    assert "CUtensorMap o;" in maps and "int o_ok;" in maps
+    # O's map is shaped as Q's, with a box of one consumer warpgroup's 64 rows; a call it cannot
+    # describe (a pack that does not divide 64 rows, an unaligned pointer or stride) keeps the
+    # tensor-map loads and stores O from the threads
+    host = src.split("bool sm90_maps(")[1].split("\n}\n")[0]
+    assert "const cuuint32_t ob[5] = {64, cuuint32_t(gp), cuuint32_t(64 / gp), 1, 1};" in host
+    assert "m->o_ok = ok && 64 % gp == 0 && (reinterpret_cast<unsigned long long>(a->o) & 15) == 0;" in host
+    assert "if (m->o_ok) m->o_ok = encode(&m->o, a->o, 5, qd, os, ob);" in host
+    assert host.index("if (!ok) return false;") < host.index("const cuuint64_t os[4]")  # Q/K/V checked first
+    # every thread fences its staged rows for the async proxy before the warpgroup meets; one thread
+    # issues a store per 64-column panel and waits only until the engine has read the buffer; then
+    # the buffer goes back to the producer
+    consumer = src.split("const bool stage_o")[1]
+    tma = consumer.split("if (stage_o && kTma && maps.o_ok) {")[1].split("} else if (stage_o) {")[0]
+    order = ["fence_async_smem();", "bar.sync %0, 128;", "if ((tid & 127) == 0) {", "tma_store_5d(&maps.o,",
+             "cp.async.bulk.commit_group;", "cp.async.bulk.wait_group.read 0;", "release_q_now();"]
+    positions = [tma.index(x) for x in order]
+    assert positions == sorted(positions)
+    assert "q_cur + uint32_t(p * BM * 128 + c * 64 * 128)" in tma  # the warpgroup's rows of each panel
+    # the threads' 16-byte stores stay for calls without O's map; the stores end before the CTA does
+    assert "*reinterpret_cast<uint4*>(orow + ch * 8) = v;" in consumer.split("} else if (stage_o) {")[1]
+    assert consumer.index("cp.async.bulk.wait_group 0;") > consumer.index("} else if (stage_o) {")
+    assert "cp.async.bulk.tensor.5d.global.shared::cta.tile.bulk_group" in src
+
+
+# -- wg_tile_decode=producer: the producer decodes each tile once --------------------------------
+
+
+def test_wg_tile_decode_is_a_scheduling_knob_that_needs_the_dynamic_slots() -> None:
+    assert KNOB_LAYER["wg_tile_decode"] == "scheduling"
+    assert KNOB_SPACE["scheduling"]["wg_tile_decode"] == ("consumers", "producer")
+    with pytest.raises(KnobError, match=r"wg_tile_decode=producer .* it needs wg_scheduler=dynamic"):
+        parse_knobs("mma=wgmma,wg_load=tma,wg_q_stages=2,persistent=true,wg_tile_decode=producer")
+    k = parse_knobs("mma=wgmma,wg_load=tma,wg_q_stages=2,persistent=true,wg_scheduler=dynamic,"
+                    "wg_tile_decode=producer")
+    consumers = k.replace(wg_tile_decode="consumers")
+    for d in (64, 128, 256):  # two 48-byte slots instead of two words
+        assert k.wg_smem_bytes(d) == consumers.wg_smem_bytes(d) + 80
+    assert k.slug().endswith("-pubtile") and k.recorded()["wg_tile_decode"] == "producer"
+    assert "wg_tile_decode" not in consumers.recorded()
+
+
+def test_wg_tile_decode_producer_publishes_the_whole_decode_and_the_end_in_either_order() -> None:
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    e = parse_knobs(str(gallery / "wgmma-tma-e.knobs.json"))
+    assert render(e.replace(wg_tile_decode="consumers")) == (gallery / "wgmma-tma-e.cu").read_text()
+    src = render(e.replace(wg_tile_decode="producer"))
+    assert not [str(f) for f in check_source(src) if f.blocking]
+    assert "static constexpr size_t kSmem = size_t(kSlotOff + 96) + 1024;" in src
+    # the slot's words: what tile_publish stores at each offset, tile_read loads from the same one
+    publish = src.split("void tile_publish(")[1].split("\n}\n")[0]
+    read = src.split("int tile_read(")[1].split("\n}\n")[0]
+    stored = re.findall(r'"r"\((tile|x\.[a-z0-9_.]+|0)\)', publish)
+    loaded = re.findall(r'"=r"\((tile|x\.[a-z0-9_.]+)\)', read)
+    assert stored[:11] == loaded and stored[11:] == ["0"], (stored, loaded)
+    fields = {"x.id.mb", "x.id.head", "x.id.batch", "x.id.split", "x.m0", "x.kv_head", "x.hbase", "x.b_lo",
+              "x.nb", "x.n_full"}
+    assert set(loaded) == fields | {"tile"}  # every field of Sm90Tile
+    assert [int(o or 0) for o in re.findall(r"\[%\d+\+?(\d*)\]", publish)] == [0, 16, 32]
+    assert [int(o or 0) for o in re.findall(r"\[%\d+\+?(\d*)\]", read)] == [0, 16, 32, 40]
+    producer = src.split("void sm90_produce_tma(")[1].split("\n}\n")[0]
+    consumer = src.split("// ---- consumer warpgroups")[1].split("const TileId id = x.id;")[0]
+    # the producer publishes every tile and, in the static order too, the end
+    assert "tile_publish(bars + 8 * C::kBars + 48 * (tc & 1), tile, x);" in producer
+    assert "if (dyn) {  // no tile left" not in producer
+    assert "slot_store(bars + 8 * C::kBars + 48 * (tc & 1), sc.tiles);" in producer
+    # the copy-engine consumers read it after the Q buffer's full barrier and never decode; the
+    # cp.async build (no publishing producer thread) still does
+    tma, cp_async = consumer.split("if constexpr (kTma) {")[1].split("} else {")
+    assert tma.index("mbar_wait(q_full_bar(") < tma.index("tile = tile_read(bars + 8 * C::kBars + 48 * (tc & 1), x);")
+    assert "sm90_tile<" not in tma and "x = sm90_tile<BM, BN>(tile, a, sc);" in cp_async
+    # no division of a row index without a GQA pack
+    assert "r / sc.gp;" not in src.split("// ---- consumer warpgroups")[1].split("template <int D>")[0].replace(
+        "sc.gp == 1 ? r : r / sc.gp", "")
+
+
+@needs_nvcc
+def test_the_leader_compiles_without_spills() -> None:
+    # wgmma-tma-f = wgmma-tma-d + wg_epilogue=smem + wg_desc=offset + wg_decode=wgmma (wgmma-tma-e)
+    # + wg_epilogue=tma + wg_tile_decode=producer
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    k = parse_knobs(str(gallery / "wgmma-tma-f.knobs.json"))
+    assert k.replace(wg_epilogue="smem", wg_tile_decode="consumers") == parse_knobs(
+        str(gallery / "wgmma-tma-e.knobs.json"))
+    assert k.replace(wg_epilogue="direct", wg_desc="fields", wg_decode="mma_sync",
+                     wg_tile_decode="consumers") == parse_knobs(str(gallery / "wgmma-tma-d.knobs.json"))
+    built = compile_kernel(gallery / "wgmma-tma-f.cu", arch="sm_90a")
     assert built.info.ok, built.info.log[-2000:]
     entries = built.info.log.split("Compiling entry function '")[1:]
     blocks = [b for b in entries if b.startswith("_ZN3fam13attn_fwd_sm90")]

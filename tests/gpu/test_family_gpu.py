@@ -87,6 +87,13 @@ def test_wgmma_descriptors_match_a_cpu_product() -> None:
     assert probe(kernel, ROOT / "kernels" / "attention") == 0
 
 
+# the gallery's wgmma-tma-e (kernels/attention/gallery/wgmma-tma-e.knobs.json)
+LEADER_E = ("mma=wgmma,persistent=true,wg_load=tma,wg_q_stages=2,wg_wide_d64=true,decode_tile=32x64x2,"
+            "decode_kv_warps=2,stages=3,tile_d256=64x32x4,wg_scheduler=dynamic,wg_l2_sections=32,"
+            "wg_split_rule=balanced,split_combine=wide,rescale=lazy,wg_epilogue=smem,wg_desc=offset,"
+            "wg_decode=wgmma")
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("spec", [
     "mma=wgmma,persistent=true,wg_load=tma",  # the gallery's wgmma-tma-a
@@ -116,6 +123,9 @@ def test_wgmma_descriptors_match_a_cpu_product() -> None:
         "wg_split_rule=balanced,split_combine=wide,rescale=lazy,wg_desc=offset", id="leader-desc-offset"),
     pytest.param("mma=wgmma,wg_load=tma,wg_consumers=1,wg_pingpong=false,wg_stages=3,wg_block_n_d128=64,"
                  "wg_desc=offset", id="one-consumer-desc-offset"),
+    # the gallery's wgmma-tma-e with the output stored by the copy engine through O's map and each
+    # tile decoded once by the producer
+    pytest.param(LEADER_E + ",wg_epilogue=tma,wg_tile_decode=producer", id="leader-e-tma-epilogue-producer"),
 ])
 def test_tma_family_kernels_pass_a_subset_without_the_cp_async_fallback(spec: str, tmp_path: Path) -> None:
     # The check build: a call whose tensor maps cannot be encoded fails instead of silently
@@ -151,11 +161,10 @@ def test_tma_family_kernels_pass_a_subset_without_the_cp_async_fallback(spec: st
     # the gallery's wgmma-tma-e: decode on the Hopper kernel (a packed group in a mostly empty
     # 128-row tile, tensor-map loads, the Hopper planner's splits); the same on the cp.async
     # producer, and on one consumer warpgroup (a 64-row tile)
-    pytest.param(
-        "mma=wgmma,persistent=true,wg_load=tma,wg_q_stages=2,wg_wide_d64=true,decode_tile=32x64x2,"
-        "decode_kv_warps=2,stages=3,tile_d256=64x32x4,wg_scheduler=dynamic,wg_l2_sections=32,"
-        "wg_split_rule=balanced,split_combine=wide,rescale=lazy,wg_epilogue=smem,wg_desc=offset,"
-        "wg_decode=wgmma", id="leader-e-hopper-decode"),
+    pytest.param(LEADER_E, id="leader-e-hopper-decode"),
+    # and with O stored by the copy engine (packs of 2-8 heads in its 64-row box) and the producer's
+    # tile decode
+    pytest.param(LEADER_E + ",wg_epilogue=tma,wg_tile_decode=producer", id="leader-e-tma-epilogue-producer"),
     pytest.param("mma=wgmma,persistent=true,wg_decode=wgmma", id="cp-async-hopper-decode"),
     pytest.param("mma=wgmma,wg_load=tma,wg_consumers=1,wg_pingpong=false,wg_decode=wgmma",
                  id="one-consumer-hopper-decode"),
@@ -181,6 +190,10 @@ def test_decode_key_warps_pass_every_decode_scenario(spec: str, tmp_path: Path) 
     # GQA packs through the 5D query map, and 2-wave split-KV: the partials and the counter share
     # the workspace, and a split's tile may have no key block at all
     "mma=wgmma,persistent=true,wg_load=tma,wg_q_stages=2,pack_gqa=on,split_kv=2wave,wg_scheduler=dynamic",
+    # the same with the producer's tile decode (its end mark in the round-robin order too) and O
+    # stored through its map in boxes of {64 columns, pack, 64 / pack rows}
+    pytest.param("mma=wgmma,persistent=true,wg_load=tma,wg_q_stages=2,pack_gqa=on,split_kv=2wave,"
+                 "wg_scheduler=dynamic,wg_tile_decode=producer,wg_epilogue=tma", id="packs-tma-epilogue-producer"),
 ])
 def test_scheduling_knobs_pass_every_causal_scenario(spec: str, tmp_path: Path) -> None:
     # Strict build: every call runs the copy-engine kernel, the one that claims tiles. Causal calls

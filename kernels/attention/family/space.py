@@ -80,9 +80,10 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "wg_q_stages": (1, 2),                   # mma=wgmma, wg_load=tma: Q buffers; with 2 the next
                                                  # tile's Q loads while this tile runs (at the head
                                                  # dims whose shared memory holds a second Q tile)
-        "wg_epilogue": ("direct", "smem"),       # mma=wgmma, wg_q_stages=2: each thread stores its O
+        "wg_epilogue": ("direct", "smem", "tma"),  # mma=wgmma, wg_q_stages=2: each thread stores its O
                                                  # pairs to global memory, or the warpgroup stages O in
-                                                 # the tile's Q buffer and writes whole 16-byte chunks
+                                                 # the tile's Q buffer and writes whole 16-byte chunks,
+                                                 # or one thread hands the staged rows to the copy engine
     },
     "math": {
         "mma": ("mma_sync", "wgmma"),            # mma.sync everywhere, or the Hopper layer (sm_90a wgmma,
@@ -114,6 +115,9 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "wg_split_rule": ("fill", "balanced"),   # mma=wgmma, split_kv: split the keys until the grid
                                                  # fills its waves, or into the count whose estimated
                                                  # makespan (rounds, heaviest tile, work per SM) is least
+        "wg_tile_decode": ("consumers", "producer"),  # mma=wgmma, wg_scheduler=dynamic: every consumer
+                                                 # decodes each tile (integer divisions), or the producer
+                                                 # decodes it once and leaves it beside the tile's Q
     },
     "masking": {
         "causal_skip": (True, False),            # skip key blocks wholly past the diagonal
@@ -125,7 +129,8 @@ LAYERS = tuple(KNOB_SPACE)
 # Knobs that only the Hopper layer reads (mma=wgmma).
 HOPPER_KNOBS = ("wg_block_n_d64", "wg_block_n_d128", "wg_block_n_d256", "wg_consumers", "wg_stages",
                 "wg_overlap", "wg_pingpong", "wg_load", "wg_q_stages", "wg_wide_d64", "wg_l2_sections",
-                "wg_scheduler", "wg_split_rule", "wg_epilogue", "wg_desc", "wg_decode")
+                "wg_scheduler", "wg_split_rule", "wg_epilogue", "wg_desc", "wg_decode",
+                "wg_tile_decode")
 KNOB_LAYER = {knob: layer for layer, knobs in KNOB_SPACE.items() for knob in knobs}
 
 
@@ -179,6 +184,7 @@ class Knobs:
     wg_epilogue: str = "direct"
     wg_desc: str = "fields"
     wg_decode: str = "mma_sync"
+    wg_tile_decode: str = "consumers"
 
     # -- views -----------------------------------------------------------------------------
 
@@ -243,6 +249,8 @@ class Knobs:
                 d.pop("wg_desc")
             if self.wg_decode == "mma_sync":
                 d.pop("wg_decode")
+            if self.wg_tile_decode == "consumers":
+                d.pop("wg_tile_decode")
         return d
 
     def wg_block_n(self, head_dim: int) -> int:
@@ -250,11 +258,11 @@ class Knobs:
 
     def wg_smem_bytes(self, head_dim: int, q_stages: int | None = None) -> int:
         """Shared memory of the wgmma kernel: Q tile(s), K and V stages, mbarriers, the two
-        tile slots of wg_scheduler=dynamic, 1 KB of slack to align the tiles for the 128-byte
-        swizzle."""
+        tile slots of wg_scheduler=dynamic (16 bytes; 96 with wg_tile_decode=producer), 1 KB of
+        slack to align the tiles for the 128-byte swizzle."""
         qs = self.wg_q_buffers(head_dim) if q_stages is None else q_stages
         bm, bn = 64 * self.wg_consumers_at(head_dim), self.wg_block_n(head_dim)
-        slots = 16 if self.wg_scheduler == "dynamic" else 0
+        slots = 0 if self.wg_scheduler != "dynamic" else 96 if self.wg_tile_decode == "producer" else 16
         return ((qs * bm + 2 * self.wg_stages * bn) * head_dim * 2 + 8 * (2 * qs + 4 * self.wg_stages)
                 + slots + 1024)
 
@@ -295,9 +303,10 @@ class Knobs:
                       + (f"-l2s{self.wg_l2_sections}" if self.wg_l2_sections else "")
                       + ("-dyn" if self.wg_scheduler == "dynamic" else "")
                       + ("-balsplit" if self.wg_split_rule == "balanced" else "")
-                      + ("-smemepi" if self.wg_epilogue == "smem" else "")
+                      + {"direct": "", "smem": "-smemepi", "tma": "-tmaepi"}[self.wg_epilogue]
                       + ("-descoff" if self.wg_desc == "offset" else "")
-                      + ("-wgdec" if self.wg_decode == "wgmma" else "")]
+                      + ("-wgdec" if self.wg_decode == "wgmma" else "")
+                      + ("-pubtile" if self.wg_tile_decode == "producer" else "")]
         return "_".join(parts)
 
     # -- validation ------------------------------------------------------------------------
@@ -360,6 +369,11 @@ class Knobs:
             raise KnobError(
                 f"wg_epilogue={self.wg_epilogue} stages the output in the tile's Q buffer, which the "
                 "producer refills only two tiles later: it needs wg_q_stages=2"
+            )
+        if self.wg_tile_decode == "producer" and self.wg_scheduler != "dynamic":
+            raise KnobError(
+                "wg_tile_decode=producer leaves each tile's decode in the dynamic scheduler's slots beside "
+                "the tile's Q: it needs wg_scheduler=dynamic"
             )
         if self.wg_split_rule != "fill" and self.split_kv == "off":
             raise KnobError(
