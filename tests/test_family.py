@@ -968,7 +968,39 @@ def test_wg_epilogue_tma_hands_the_staged_rows_to_the_copy_engine_through_o_s_ow
     assert "cp.async.bulk.tensor.5d.global.shared::cta.tile.bulk_group" in src
 
 
+def test_wg_epilogue_one_q_stages_the_one_q_buffer_head_dim_only_for_the_copy_engine() -> None:
+    assert KNOB_LAYER["wg_epilogue_one_q"] == "memory"
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    f = parse_knobs(str(gallery / "wgmma-tma-f.knobs.json"))
+    assert not f.wg_epilogue_one_q and render(f) == (gallery / "wgmma-tma-f.cu").read_text()
+    with pytest.raises(KnobError, match=r"wg_epilogue_one_q=True .* it needs wg_epilogue=tma, not smem"):
+        f.replace(wg_epilogue="smem", wg_epilogue_one_q=True).validate()
+    k = f.replace(wg_epilogue_one_q=True).validate()
+    assert k.slug().endswith("-oneq") and k.recorded()["wg_epilogue_one_q"] is True
+    assert "wg_epilogue_one_q" not in f.recorded()
+    assert k.wg_smem_bytes(256) == f.wg_smem_bytes(256) and k.wg_q_buffers(256) == 1  # no buffer of its own
+    src = render(k)
+    assert not [str(x) for x in check_source(src) if x.blocking]
+    # two Q buffers stage as before; one (d256) only when the copy engine stores (the threads' stores
+    # from shared memory would only add a step), and never split partials
+    assert "const bool stage_o = (C::QS == 2 || (kTma && maps.o_ok)) && sc.splits == 1;" in src
+    assert "const bool stage_o = C::QS == 2 && sc.splits == 1;" not in src
+    # the staged tile keeps its Q buffer until the epilogue: the producer's next Q load waits on it
+    assert "if (!stage_o) release_q_now();" in src
+
+
 # -- wg_tile_decode=producer: the producer decodes each tile once --------------------------------
+
+
+def test_the_gpu_tests_name_the_gallery_settings_they_say() -> None:
+    # tests/gpu builds its leader variants from LEADER_E; a drift would test another kernel quietly
+    from tests.gpu.test_family_gpu import LEADER_E
+
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    e = parse_knobs(str(gallery / "wgmma-tma-e.knobs.json"))
+    assert parse_knobs(LEADER_E) == e
+    assert parse_knobs(LEADER_E + ",wg_epilogue=tma,wg_tile_decode=producer") == parse_knobs(
+        str(gallery / "wgmma-tma-f.knobs.json"))
 
 
 def test_wg_tile_decode_is_a_scheduling_knob_that_needs_the_dynamic_slots() -> None:

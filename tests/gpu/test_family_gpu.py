@@ -126,6 +126,8 @@ LEADER_E = ("mma=wgmma,persistent=true,wg_load=tma,wg_q_stages=2,wg_wide_d64=tru
     # the gallery's wgmma-tma-e with the output stored by the copy engine through O's map and each
     # tile decoded once by the producer
     pytest.param(LEADER_E + ",wg_epilogue=tma,wg_tile_decode=producer", id="leader-e-tma-epilogue-producer"),
+    # the gallery's wgmma-tma-f with d256's one Q buffer staging the output for the copy engine
+    pytest.param(LEADER_E + ",wg_epilogue=tma,wg_tile_decode=producer,wg_epilogue_one_q=true", id="leader-f-one-q"),
 ])
 def test_tma_family_kernels_pass_a_subset_without_the_cp_async_fallback(spec: str, tmp_path: Path) -> None:
     # The check build: a call whose tensor maps cannot be encoded fails instead of silently

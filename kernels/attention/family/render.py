@@ -1088,6 +1088,18 @@ _EPI_TMA_EDITS: tuple[tuple[str, str], ...] = (
 )
 
 
+# wg_epilogue_one_q (wg_epilogue=tma): a head dim with one Q buffer (d256 beside two K/V stages)
+# stages its unsplit output there too, when O's map describes the call, and gives the buffer back
+# after the copy engine has read it; the producer then loads the next tile's Q only after this
+# tile's epilogue. Measured on the H200 (Nsight Compute, d256 s512 full, stop 28), the direct
+# epilogue's global stores held about 29% of the samples (load/store queue throttle); FA3 stores
+# through the copy engine there.
+_ONE_Q_STAGE = (
+    "    const bool stage_o = C::QS == 2 && sc.splits == 1;\n",
+    "    const bool stage_o = (C::QS == 2 || (kTma && maps.o_ok)) && sc.splits == 1;  // wg_epilogue_one_q\n",
+)
+
+
 def _with_tma_epilogue(text: str) -> str:
     """wg_epilogue=tma on the Hopper section (after the staged epilogue's edits)."""
     return _swap_each(text, _EPI_TMA_EDITS)
@@ -1154,6 +1166,8 @@ def sm90_section(k: Knobs) -> str:
         text = _with_smem_epilogue(text)
     if k.wg_epilogue == "tma":
         text = _with_tma_epilogue(text)
+    if k.wg_epilogue_one_q:
+        text = _swap(text, *_ONE_Q_STAGE)
     if k.wg_desc == "offset":
         text = _with_desc_offset(text)
     if k.wg_decode == "wgmma":

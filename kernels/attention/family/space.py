@@ -84,6 +84,8 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
                                                  # pairs to global memory, or the warpgroup stages O in
                                                  # the tile's Q buffer and writes whole 16-byte chunks,
                                                  # or one thread hands the staged rows to the copy engine
+        "wg_epilogue_one_q": (False, True),      # mma=wgmma, wg_epilogue=tma: a head dim with one Q buffer
+                                                 # (d256) stages there too, and its next Q waits for it
     },
     "math": {
         "mma": ("mma_sync", "wgmma"),            # mma.sync everywhere, or the Hopper layer (sm_90a wgmma,
@@ -130,7 +132,7 @@ LAYERS = tuple(KNOB_SPACE)
 HOPPER_KNOBS = ("wg_block_n_d64", "wg_block_n_d128", "wg_block_n_d256", "wg_consumers", "wg_stages",
                 "wg_overlap", "wg_pingpong", "wg_load", "wg_q_stages", "wg_wide_d64", "wg_l2_sections",
                 "wg_scheduler", "wg_split_rule", "wg_epilogue", "wg_desc", "wg_decode",
-                "wg_tile_decode")
+                "wg_tile_decode", "wg_epilogue_one_q")
 KNOB_LAYER = {knob: layer for layer, knobs in KNOB_SPACE.items() for knob in knobs}
 
 
@@ -185,6 +187,7 @@ class Knobs:
     wg_desc: str = "fields"
     wg_decode: str = "mma_sync"
     wg_tile_decode: str = "consumers"
+    wg_epilogue_one_q: bool = False
 
     # -- views -----------------------------------------------------------------------------
 
@@ -251,6 +254,8 @@ class Knobs:
                 d.pop("wg_decode")
             if self.wg_tile_decode == "consumers":
                 d.pop("wg_tile_decode")
+            if not self.wg_epilogue_one_q:
+                d.pop("wg_epilogue_one_q")
         return d
 
     def wg_block_n(self, head_dim: int) -> int:
@@ -306,7 +311,8 @@ class Knobs:
                       + {"direct": "", "smem": "-smemepi", "tma": "-tmaepi"}[self.wg_epilogue]
                       + ("-descoff" if self.wg_desc == "offset" else "")
                       + ("-wgdec" if self.wg_decode == "wgmma" else "")
-                      + ("-pubtile" if self.wg_tile_decode == "producer" else "")]
+                      + ("-pubtile" if self.wg_tile_decode == "producer" else "")
+                      + ("-oneq" if self.wg_epilogue_one_q else "")]
         return "_".join(parts)
 
     # -- validation ------------------------------------------------------------------------
@@ -369,6 +375,11 @@ class Knobs:
             raise KnobError(
                 f"wg_epilogue={self.wg_epilogue} stages the output in the tile's Q buffer, which the "
                 "producer refills only two tiles later: it needs wg_q_stages=2"
+            )
+        if self.wg_epilogue_one_q and self.wg_epilogue != "tma":
+            raise KnobError(
+                f"wg_epilogue_one_q=True stages a one-Q-buffer head dim's output for the copy engine: it "
+                f"needs wg_epilogue=tma, not {self.wg_epilogue}"
             )
         if self.wg_tile_decode == "producer" and self.wg_scheduler != "dynamic":
             raise KnobError(
