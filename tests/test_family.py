@@ -1210,3 +1210,16 @@ def test_ncu_ledger_groups_samples_by_execution_count_and_runs(tmp_path: Path) -
     res = subprocess.run([sys.executable, str(ROOT / "scripts" / "ncu_ledger.py"), str(bad)],
                          capture_output=True, text=True)
     assert res.returncode == 2 and "not an ncu --page source --csv export" in res.stderr
+
+
+def test_ncu_drive_names_a_missing_scenario_before_it_touches_the_gpu() -> None:
+    # scripts/ncu_pair_gpu.sh runs it under ncu on the device; a wrong name fails at once, here too
+    import subprocess
+    import sys
+
+    script = str(ROOT / "scripts" / "ncu_drive.py")
+    usage = subprocess.run([sys.executable, script], capture_output=True, text=True)
+    assert usage.returncode == 2 and "KERNEL.cu|fa3 SCENARIO" in usage.stderr
+    missing = subprocess.run([sys.executable, script, "fa3", "prefill-d999-nowhere"], capture_output=True,
+                             text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert missing.returncode == 2 and "no scenario named 'prefill-d999-nowhere'" in missing.stderr
