@@ -6,7 +6,7 @@
 #   NAME.ledger.txt    where the warps wait (scripts/ncu_ledger.py on the source page)
 # and prints, per scenario, duration, tensor pipe ("SM Busy"), DRAM throughput, L2 hit rate and
 # instructions of both. The reports themselves are deleted (tens of MB each).
-#   bash scripts/ncu_pair_gpu.sh OUT kernels/attention/gallery/wgmma-tma-f.cu prefill-d256-s512-b32-h8-full ...
+#   bash scripts/ncu_pair_gpu.sh OUT kernels/attention/gallery/wgmma-tma-g.cu prefill-d256-s512-b32-h8-full ...
 set -uo pipefail
 OUT=${1:?output folder}; KERNEL=${2:?kernel .cu}; shift 2
 [ $# -gt 0 ] || { echo "name at least one scenario" >&2; exit 2; }

@@ -311,7 +311,7 @@ def test_tma_kernel_compiles_without_spills(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["wgmma-tma-a", "wgmma-tma-b", "wgmma-tma-c", "wgmma-tma-d", "wgmma-tma-e",
-                                  "wgmma-tma-f"])
+                                  "wgmma-tma-f", "wgmma-tma-g"])
 def test_tma_gallery_reports_were_measured_on_the_strict_build_of_the_gallery_file(name: str) -> None:
     import hashlib
 
@@ -994,13 +994,16 @@ def test_wg_epilogue_one_q_stages_the_one_q_buffer_head_dim_only_for_the_copy_en
 
 def test_the_gpu_tests_name_the_gallery_settings_they_say() -> None:
     # tests/gpu builds its leader variants from LEADER_E; a drift would test another kernel quietly
-    from tests.gpu.test_family_gpu import LEADER_E
+    from tests.gpu.test_family_gpu import LEADER_E, LEADER_F, LEADER_G
 
     gallery = ROOT / "kernels" / "attention" / "gallery"
     e = parse_knobs(str(gallery / "wgmma-tma-e.knobs.json"))
     assert parse_knobs(LEADER_E) == e
-    assert parse_knobs(LEADER_E + ",wg_epilogue=tma,wg_tile_decode=producer") == parse_knobs(
-        str(gallery / "wgmma-tma-f.knobs.json"))
+    assert parse_knobs(LEADER_F) == parse_knobs(LEADER_E + ",wg_epilogue=tma,wg_tile_decode=producer")
+    assert parse_knobs(LEADER_F) == parse_knobs(str(gallery / "wgmma-tma-f.knobs.json"))
+    assert parse_knobs(LEADER_G) == parse_knobs(
+        LEADER_F + ",wg_kv_order=k_ahead,wg_stages_d64=4,wg_full_order=m_fastest")
+    assert parse_knobs(LEADER_G) == parse_knobs(str(gallery / "wgmma-tma-g.knobs.json"))
 
 
 def test_wg_tile_decode_is_a_scheduling_knob_that_needs_the_dynamic_slots() -> None:
@@ -1053,15 +1056,19 @@ def test_wg_tile_decode_producer_publishes_the_whole_decode_and_the_end_in_eithe
 
 @needs_nvcc
 def test_the_leader_compiles_without_spills() -> None:
-    # wgmma-tma-f = wgmma-tma-d + wg_epilogue=smem + wg_desc=offset + wg_decode=wgmma (wgmma-tma-e)
-    # + wg_epilogue=tma + wg_tile_decode=producer
+    # wgmma-tma-g = wgmma-tma-d + wg_epilogue=smem + wg_desc=offset + wg_decode=wgmma (wgmma-tma-e)
+    # + wg_epilogue=tma + wg_tile_decode=producer (wgmma-tma-f) + wg_kv_order=k_ahead,
+    # wg_stages_d64=4, wg_full_order=m_fastest
     gallery = ROOT / "kernels" / "attention" / "gallery"
-    k = parse_knobs(str(gallery / "wgmma-tma-f.knobs.json"))
-    assert k.replace(wg_epilogue="smem", wg_tile_decode="consumers") == parse_knobs(
+    k = parse_knobs(str(gallery / "wgmma-tma-g.knobs.json"))
+    f = k.replace(wg_kv_order="kv", wg_stages_d64=0, wg_full_order="sections")
+    assert f == parse_knobs(str(gallery / "wgmma-tma-f.knobs.json"))
+    assert f.replace(wg_epilogue="smem", wg_tile_decode="consumers") == parse_knobs(
         str(gallery / "wgmma-tma-e.knobs.json"))
-    assert k.replace(wg_epilogue="direct", wg_desc="fields", wg_decode="mma_sync",
+    assert f.replace(wg_epilogue="direct", wg_desc="fields", wg_decode="mma_sync",
                      wg_tile_decode="consumers") == parse_knobs(str(gallery / "wgmma-tma-d.knobs.json"))
-    built = compile_kernel(gallery / "wgmma-tma-f.cu", arch="sm_90a")
+    assert render(k) == (gallery / "wgmma-tma-g.cu").read_text()
+    built = compile_kernel(gallery / "wgmma-tma-g.cu", arch="sm_90a")
     assert built.info.ok, built.info.log[-2000:]
     entries = built.info.log.split("Compiling entry function '")[1:]
     blocks = [b for b in entries if b.startswith("_ZN3fam13attn_fwd_sm90")]
@@ -1223,3 +1230,151 @@ def test_ncu_drive_names_a_missing_scenario_before_it_touches_the_gpu() -> None:
     missing = subprocess.run([sys.executable, script, "fa3", "prefill-d999-nowhere"], capture_output=True,
                              text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert missing.returncode == 2 and "no scenario named 'prefill-d999-nowhere'" in missing.stderr
+
+
+# -- wg_kv_order, wg_stages_d64/d128, wg_full_order, wg_cluster (stop 29) -------------------------
+
+
+def _gallery_f() -> Knobs:
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    f = parse_knobs(str(gallery / "wgmma-tma-f.knobs.json"))
+    assert render(f) == (gallery / "wgmma-tma-f.cu").read_text()  # each knob's default keeps f's bytes
+    return f
+
+
+def test_wg_kv_order_k_ahead_copies_the_next_blocks_k_before_this_blocks_v() -> None:
+    assert KNOB_LAYER["wg_kv_order"] == "memory" and KNOB_SPACE["memory"]["wg_kv_order"] == ("kv", "k_ahead")
+    with pytest.raises(KnobError, match=r"wg_kv_order=k_ahead .* it needs wg_load=tma"):
+        parse_knobs("mma=wgmma,wg_kv_order=k_ahead")
+    f = _gallery_f()
+    k = f.replace(wg_kv_order="k_ahead").validate()
+    assert k.slug().endswith("-kahead") and "wg_kv_order" not in f.recorded()
+    src = render(k)
+    assert not [str(x) for x in check_source(src) if x.blocking]
+    producer = src.split("void sm90_produce_tma(")[1].split("\n}\n")[0]
+    assert "tma_load_4d(k_s + st" not in producer  # the block-by-block loop is gone
+    # the copy order the rendered condition makes, for every block count: K0, K1, V0, K2, V1, ...
+    cond = re.search(r"const bool is_k = (.*);\n", producer).group(1).replace("&&", "and")
+    assert cond == "kb < x.nb and kb <= vb + 1"
+    for nb in range(0, 7):
+        kb = vb = 0
+        order = []
+        while vb < nb:
+            if eval(cond, {}, {"kb": kb, "vb": vb, "x": type("X", (), {"nb": nb})}):
+                order.append(("K", kb))
+                kb += 1
+            else:
+                order.append(("V", vb))
+                vb += 1
+        want = [("K", 0)][:nb] + [x for j in range(nb) for x in ([("K", j + 1)] if j + 1 < nb else []) + [("V", j)]]
+        assert order == want, (nb, order)
+    # K and V keep their own stage, barriers and phase: block j's stage is j % S for both
+    assert ("const uint32_t full = bars + 8 * (2 + (is_k ? 0 : S) + st), "
+            "empty = bars + 8 * (2 + (is_k ? 2 : 3) * S + st);") in producer
+    assert "if (gj >= uint32_t(S)) mbar_wait(empty, ph ^ 1u);" in producer
+
+
+def test_wg_stages_per_head_dim_sizes_each_ring_and_its_q_buffers() -> None:
+    assert KNOB_SPACE["memory"]["wg_stages_d64"] == (0, 3, 4) and KNOB_SPACE["memory"]["wg_stages_d128"] == (0, 3)
+    f = _gallery_f()
+    with pytest.raises(KnobError, match=r"wg_stages_d128=4 is not one of"):
+        f.replace(wg_stages_d128=4).validate()
+    with pytest.raises(KnobError, match=r"belongs to the Hopper layer"):
+        parse_knobs("wg_stages_d64=4")
+    d64 = f.replace(wg_stages_d64=4).validate()
+    assert [d64.wg_stages_at(d) for d in (64, 128, 256)] == [4, 2, 2]
+    assert d64.wg_q_buffers(64) == 2 and d64.wg_smem_bytes(64) > f.wg_smem_bytes(64)
+    d128 = f.replace(wg_stages_d128=3).validate()
+    assert d128.wg_q_buffers(128) == 1 and f.wg_q_buffers(128) == 2  # a third stage leaves room for one Q
+    assert d128.wg_smem_bytes(128) <= 232448
+    assert d128.recorded()["wg_stages_d128"] == 3 and "wg_stages_d64" not in d128.recorded()
+    src = render(d64)
+    assert "template <>\nstruct WgStages<64> {\n  static constexpr int value = 4;\n};" in src
+    assert "struct WgStages<128>" not in src and "struct WgStages<256>" not in src  # kWgStages there
+    assert "static constexpr int S = WgStages<D>::value;" in src
+    assert "kBarOff = QS * kQBytes + 2 * S * kKVBytes;" in src and "kBars = 2 * QS + 4 * S;" in src
+    assert src.count("S = C::S") == 2 and "S = kWgStages" not in src  # consumers and the producer
+    src128 = render(d128)
+    assert "template <>\nstruct WgQRing<128> {\n  static constexpr int QS = 1;\n};" in src128
+    assert "template <>\nstruct WgStages<128> {\n  static constexpr int value = 3;\n};" in src128
+
+
+def test_wg_full_order_runs_a_kv_groups_m_blocks_side_by_side_without_the_causal_mask() -> None:
+    assert KNOB_LAYER["wg_full_order"] == "scheduling"
+    with pytest.raises(KnobError, match=r"wg_full_order=m_fastest .* it needs wg_l2_sections"):
+        parse_knobs("mma=wgmma,wg_load=tma,wg_full_order=m_fastest")
+    f = _gallery_f()
+    src = render(f.replace(wg_full_order="m_fastest").validate())
+    host = src.split("int launch_any(")[1].split("\n}\n")[0]
+    line = "  if (!a->causal) s.l2_units = s.gp > 1 ? 1 : a->heads_q / a->heads_kv;  // wg_full_order=m_fastest\n"
+    # after the sections are sized, before the grid: one section per K/V group, so the order's unit
+    # (r % group) and m block (r / group) walk the group's tiles with its query heads fastest
+    assert host.index("s.l2_units = l2_section_units(") < host.index(line) < host.index("int grid = s.tiles;")
+    order = src.split("TileId decode_tile_l2(")[1].split("\n}\n")[0]
+    assert "int u = sec * G + r % gs;" in order and "id.mb = s.m_blocks - 1 - r / gs;" in order
+
+
+def test_wg_cluster_pairs_tiles_and_multicasts_each_kv_copy() -> None:
+    assert KNOB_LAYER["wg_cluster"] == "memory" and KNOB_SPACE["memory"]["wg_cluster"] == (1, 2)
+    f = _gallery_f()
+    with pytest.raises(KnobError, match=r"wg_cluster=2 .* it needs wg_load=tma and wg_full_order=m_fastest"):
+        f.replace(wg_cluster=2).validate()
+    k = f.replace(wg_full_order="m_fastest", wg_cluster=2).validate()
+    assert k.slug().endswith("-fullm-cl2") and k.recorded()["wg_cluster"] == 2
+    for kv_order, loops in (("kv", 2), ("k_ahead", 1)):
+        src = render(k.replace(wg_kv_order=kv_order))
+        assert not [str(x) for x in check_source(src) if x.blocking]  # a runtime launch, no driver call
+        producer = src.split("void sm90_produce_tma(")[1].split("\n}\n")[0]
+        # each CTA copies every other 64-column panel of a block, into both CTAs
+        assert producer.count("for (int p = rank; p < P; p += kCl)") == loops
+        assert producer.count("kv_load<kCl>(") == loops and "tma_load_4d(" not in producer
+        assert "mbar_expect_tx(" in producer and "C::kKVBytes" in producer  # each CTA expects whole blocks
+        # it ends once both CTAs' consumers have released its stages' last fills
+        tail = producer.split("if constexpr (kCl > 1) {  // wg_cluster: every stage's")[1]
+        assert "mbar_wait(bars + 8 * (2 + 2 * S + st), (last / S) & 1u);" in tail
+        assert "mbar_wait(bars + 8 * (2 + 3 * S + st), (last / S) & 1u);" in tail
+        kernel = src.split("attn_fwd_sm90(\n    const SocraticAttentionArgs a")[1].split("\n}\n")[0]
+        assert "mbar_init(k_empty(s), 4 * WgC<D>::HC * kCl);" in kernel
+        assert kernel.index("__syncthreads();") < kernel.index("barrier.cluster.wait.acquire.aligned;")
+        # every K/V release reaches the peer; the Q buffer's stays local
+        assert "release(k_empty(" not in kernel and "release(v_empty(" not in kernel
+        assert kernel.count("release_kv(k_empty(") >= 2 and kernel.count("release_kv(v_empty(") >= 2
+        assert "mbar_arrive_peer(bar, peer);" in kernel and "release(q_empty_bar(" in kernel
+        # launched as clusters of two only at d128/d256, without the causal mask, for tiles in pairs
+        host = src.split("int launch_any(")[1].split("\n}\n")[0]
+        assert "if constexpr (D >= 128) {" in host
+        assert ("if (tma && !a->causal && s.tiles % 2 == 0 && (s.l2_units * s.m_blocks) % 2 == 0 && "
+                "grid % 2 == 0) {") in host
+        assert "attr[0].val.clusterDim.x = 2;" in host
+        assert "cudaLaunchKernelEx(&cfg, attn_fwd_sm90<D, true, 2>, *a, s, maps);" in host
+    assert "multicast::cluster" in src and "mapa.shared::cluster.u32" in src
+    # no cluster-scope fence on each release (it would be a GPU-wide membar per arrival)
+    assert "mbarrier.arrive.release.cluster" not in src
+
+
+def test_wg_kv_fence_keeps_the_proxy_fence_only_where_generic_writes_fill_the_stages() -> None:
+    assert KNOB_LAYER["wg_kv_fence"] == "memory"
+    assert KNOB_SPACE["memory"]["wg_kv_fence"] == ("every_block", "cp_async")
+    with pytest.raises(KnobError, match=r"wg_kv_fence=cp_async .* it needs wg_load=tma"):
+        parse_knobs("mma=wgmma,wg_kv_fence=cp_async")
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    g = parse_knobs(str(gallery / "wgmma-tma-g.knobs.json"))
+    assert render(g) == (gallery / "wgmma-tma-g.cu").read_text()
+    k = g.replace(wg_kv_fence="cp_async").validate()
+    assert k.slug().endswith("-nofence") and "wg_kv_fence" not in g.recorded()
+    src = render(k)
+    assert not [str(x) for x in check_source(src) if x.blocking]
+    consumer = src.split("// ---- consumer warpgroups")[1].split("// Epilogue:")[0]
+    issue = {name: consumer.split(f"auto {name} = [&](int j) {{")[1].split("};")[0]
+             for name in ("issue_qk", "issue_pv")}
+    for name, bar in (("issue_qk", "k_full"), ("issue_pv", "v_full")):
+        body = issue[name]
+        # the wait, then the fence only in the cp.async instantiation, then the wgmmas
+        assert body.index(f"mbar_wait({bar}(st)") < body.index("if constexpr (!kTma) fence_async_smem();")
+        assert body.index("if constexpr (!kTma) fence_async_smem();") < body.index("wg_fence();")
+        assert "\n      fence_async_smem();" not in body
+    # the Q buffer keeps its fence (its tile may have staged the output there with generic stores)
+    assert "mbar_wait(q_full_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS) & 1u);\n    fence_async_smem();" in src
+    gsrc = render(g)
+    assert gsrc.count("      fence_async_smem();\n      wg_fence") == 2  # every block keeps it by default
+

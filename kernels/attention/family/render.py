@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +113,16 @@ def sm90_constants(k: Knobs) -> str:
     ]
     for d in HEAD_DIMS:
         lines.append(f"template <>\nstruct WgBlockN<{d}> {{\n  static constexpr int value = {k.wg_block_n(d)};\n}};")
+    if _stages_by_dim(k):
+        lines += ["// wg_stages_d64 / wg_stages_d128: K/V stages per head_dim",
+                  "template <int D>\nstruct WgStages {\n  static constexpr int value = kWgStages;\n};"]
+        lines += [f"template <>\nstruct WgStages<{d}> {{\n  static constexpr int value = {k.wg_stages_at(d)};\n}};"
+                  for d in HEAD_DIMS if k.wg_stages_at(d) != k.wg_stages]
     return "\n".join(lines)
+
+
+def _stages_by_dim(k: Knobs) -> bool:
+    return any(k.wg_stages_at(d) != k.wg_stages for d in HEAD_DIMS)
 
 
 def _swap(text: str, old: str, new: str, count: int = 1) -> str:
@@ -389,12 +399,21 @@ def l2_section_order(k: Knobs) -> str:
     ])
 
 
+# wg_full_order=m_fastest: a call without the causal mask has tiles of equal weight, so heavy first
+# has nothing to order; each section is then one K/V unit's group, which makes the m blocks fastest
+# (after the group's query heads): the tiles that read one K/V head run side by side in the same
+# wave and share its copy in L2, where sections of 32 MB spread them over several waves.
+L2_FULL_ORDER = ("  if (!a->causal) s.l2_units = s.gp > 1 ? 1 : a->heads_q / a->heads_kv;"
+                 "  // wg_full_order=m_fastest\n")
+
+
 def _with_l2_sections(text: str, k: Knobs) -> str:
     """On the whole rendered file: the Sched field, the order's functions, the host's sizing
-    after the split-KV choice, and the one decode call."""
+    after the split-KV choice (and wg_full_order's), and the one decode call."""
     text = _swap(text, _SCHED_TILES, _SCHED_TILES + _SCHED_SECTION)
     text = _swap(text, _TILE_FN, l2_section_order(k) + _TILE_FN)
-    text = _swap(text, _SM90_LAUNCH, L2_HOST_CALL + _SM90_LAUNCH)
+    full = L2_FULL_ORDER if k.wg_full_order == "m_fastest" else ""
+    text = _swap(text, _SM90_LAUNCH, L2_HOST_CALL + full + _SM90_LAUNCH)
     return _swap(text, _TILE_CALL, f"  x.id = {L2_TILE_CALL};\n")
 
 
@@ -1136,6 +1155,225 @@ _DESC_EDITS: tuple[tuple[str, str], ...] = (
 )
 
 
+# wg_kv_order=k_ahead (wg_load=tma): the copy-engine producer issues block j + 1's K before block
+# j's V, the order the consumers need them in with wg_overlap (S of block j + 1 is issued before
+# P V of block j), so the next S's copy is not queued behind a V the consumers need later. The
+# stages, barriers and phases are unchanged: K and V keep their own full/empty barriers, so only
+# the order of the waits and copies moves. K(j + 1) waits for K(j + 1 - S)'s release, which the
+# consumers give after S of that block, and needs nothing issued after it: no wait cycle.
+_KV_IN_ORDER = (
+    "    for (int j = 0; j < x.nb; ++j) {\n"
+    "      const uint32_t gj = gb + uint32_t(j);\n"
+    "      const int st = int(gj % S);\n"
+    "      const uint32_t ph = (gj / S) & 1u;\n"
+    "      const int n0 = (x.b_lo + j) * BN;\n"
+    "      const uint32_t k_full = bars + 8 * (2 + st), v_full = bars + 8 * (2 + S + st);\n"
+    "      const uint32_t k_empty = bars + 8 * (2 + 2 * S + st), v_empty = bars + 8 * (2 + 3 * S + st);\n"
+    "      if (gj >= uint32_t(S)) mbar_wait(k_empty, ph ^ 1u);\n"
+    "      mbar_expect_tx(k_full, C::kKVBytes);\n"
+    "#pragma unroll\n"
+    "      for (int p = 0; p < P; ++p)\n"
+    "        tma_load_4d(k_s + st * C::kKVBytes + p * BN * 128, &maps.k, k_full, p * 64, n0, x.kv_head, x.id.batch);\n"
+    "      if (gj >= uint32_t(S)) mbar_wait(v_empty, ph ^ 1u);\n"
+    "      mbar_expect_tx(v_full, C::kKVBytes);\n"
+    "#pragma unroll\n"
+    "      for (int p = 0; p < P; ++p)\n"
+    "        tma_load_4d(v_s + st * C::kKVBytes + p * BN * 128, &maps.v, v_full, p * 64, n0, x.kv_head, x.id.batch);\n"
+    "    }\n"
+)
+_KV_K_AHEAD = (
+    "    // wg_kv_order=k_ahead: K of block j + 1, then V of block j (block kb's stage: kb % S).\n"
+    "    for (int kb = 0, vb = 0; vb < x.nb;) {\n"
+    "      const bool is_k = kb < x.nb && kb <= vb + 1;\n"
+    "      const int j = is_k ? kb++ : vb++;\n"
+    "      const uint32_t gj = gb + uint32_t(j);\n"
+    "      const int st = int(gj % S);\n"
+    "      const uint32_t ph = (gj / S) & 1u;\n"
+    "      const int n0 = (x.b_lo + j) * BN;\n"
+    "      const uint32_t full = bars + 8 * (2 + (is_k ? 0 : S) + st), "
+    "empty = bars + 8 * (2 + (is_k ? 2 : 3) * S + st);\n"
+    "      if (gj >= uint32_t(S)) mbar_wait(empty, ph ^ 1u);\n"
+    "      mbar_expect_tx(full, C::kKVBytes);\n"
+    "      const uint32_t dst = (is_k ? k_s : v_s) + st * C::kKVBytes;\n"
+    "      const CUtensorMap* map = is_k ? &maps.k : &maps.v;\n"
+    "#pragma unroll\n"
+    "      for (int p = 0; p < P; ++p) tma_load_4d(dst + p * BN * 128, map, full, p * 64, n0, x.kv_head, x.id.batch);\n"
+    "    }\n"
+)
+
+
+# wg_stages_d64 / wg_stages_d128: each head dim's ring depth from WgStages<D> (sm90_constants)
+# instead of the one kWgStages; the ring's buffers, barriers and both producers follow C::S.
+def _with_stages_by_dim(text: str, k: Knobs) -> str:
+    text = _swap(text, "  static constexpr int kKVBytes = BN * D * 2;\n",
+                 "  static constexpr int kKVBytes = BN * D * 2;\n"
+                 "  static constexpr int S = WgStages<D>::value;  // K/V stages (wg_stages_d64/d128)\n")
+    text = _swap(text, "2 * kWgStages * kKVBytes;", "2 * S * kKVBytes;")
+    text = _swap(text, "4 * kWgStages;  // q_full", "4 * S;  // q_full")
+    return _swap(text, "S = kWgStages", "S = C::S", 2 if k.wg_load == "tma" else 1)
+
+
+# wg_cluster=2 (wg_load=tma, wg_full_order=m_fastest): a call without the causal mask at a head dim
+# of whole pairs of 64-column panels (d128, d256) runs clusters of two CTAs that take tiles in pairs
+# reading the same K/V blocks (m_fastest keeps a pair inside one K/V head's group: the host checks
+# that a group's tiles come in pairs), and each block is copied from L2 once for both: each CTA's
+# producer copies half the panels with the copy engine's multicast into both CTAs' stages (FA3's
+# non-causal setting). Each CTA's full barrier still expects the whole block. A stage is refilled
+# when the consumers of both CTAs have released it, so a consumer warp's release also arrives on the
+# peer's empty barrier, and a producer ends only after its CTA's stages have seen every release
+# (no arrival can reach a CTA that has exited). Both CTAs start after a cluster barrier, once the
+# barriers of both are initialized. Causal calls, d64 and calls whose tiles do not pair keep the
+# one-CTA kernel.
+_CLUSTER_DEVICE = """// wg_cluster=2: the CTA's rank in its cluster, a K/V panel copied into both CTAs of the cluster
+// (multicast), and an arrival on the peer CTA's barrier at the same shared-memory offset.
+__device__ __forceinline__ int cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\\n" : "=r"(r));
+  return int(r);
+}
+__device__ __forceinline__ void tma_load_4d_mc(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0,
+                                               int c1, int c2, int c3, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
+      "{%2, %3, %4, %5}], [%6], %7;\\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "h"(mask)
+      : "memory");
+}
+template <int kCl>
+__device__ __forceinline__ void kv_load(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
+                                        int c2, int c3) {
+  if constexpr (kCl > 1) {
+    tma_load_4d_mc(dst, map, bar, c0, c1, c2, c3, uint16_t((1u << kCl) - 1u));
+  } else {
+    tma_load_4d(dst, map, bar, c0, c1, c2, c3);
+  }
+}
+__device__ __forceinline__ void mbar_arrive_peer(uint32_t bar, int peer) {
+  asm volatile(
+      "{\\n.reg .b32 r;\\nmapa.shared::cluster.u32 r, %0, %1;\\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [r];\\n}\\n" ::"r"(bar),
+      "r"(peer)
+      : "memory");
+}
+
+"""
+_PRODUCER_HEAD = "// The producer of wg_load=tma: one thread walks the same tiles and key blocks as the consumers\n"
+_CLUSTER_EDITS = (
+    ("template <int D>\n__device__ __forceinline__ void sm90_produce_tma(",
+     "template <int D, int kCl = 1>\n__device__ __forceinline__ void sm90_produce_tma("),
+    ("  const int step = kPersistent ? int(gridDim.x) : sc.tiles;\n  uint32_t gb = 0;  // K/V blocks loaded so far",
+     "  const int step = kPersistent ? int(gridDim.x) : sc.tiles;\n"
+     "  const int rank = kCl > 1 ? cluster_rank() : 0;  // wg_cluster: this CTA copies panels rank, rank + kCl, ...\n"
+     "  uint32_t gb = 0;  // K/V blocks loaded so far"),
+    # the producer's end (the function's last brace, just before the kernel) and the kernel's head
+    ("\n}\n\ntemplate <int D, bool kTma>\n__global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(",
+     "\n  if constexpr (kCl > 1) {  // wg_cluster: every stage's last fill released by both CTAs' consumers\n"
+     "    for (int st = 0; st < S; ++st) {\n"
+     "      if (gb <= uint32_t(st)) continue;\n"
+     "      const uint32_t last = uint32_t(st) + uint32_t(S) * ((gb - 1u - uint32_t(st)) / uint32_t(S));\n"
+     "      mbar_wait(bars + 8 * (2 + 2 * S + st), (last / S) & 1u);\n"
+     "      mbar_wait(bars + 8 * (2 + 3 * S + st), (last / S) & 1u);\n"
+     "    }\n"
+     "  }\n"
+     "}\n\ntemplate <int D, bool kTma, int kCl = 1>\n"
+     "__global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90("),
+    ("    asm volatile(\"fence.mbarrier_init.release.cluster;\\n\" ::: \"memory\");\n  }\n  __syncthreads();\n",
+     "    asm volatile(\"fence.mbarrier_init.release.cluster;\\n\" ::: \"memory\");\n  }\n  __syncthreads();\n"
+     "  if constexpr (kCl > 1) {  // wg_cluster: the peer's barriers are initialized before any copy or arrival\n"
+     "    asm volatile(\"barrier.cluster.arrive.release.aligned;\\n"
+     "barrier.cluster.wait.acquire.aligned;\\n\" ::: \"memory\");\n"
+     "  }\n"),
+    ("      if (tid == 0) sm90_produce_tma<D>(a, sc, maps, q_s, k_s, v_s, bars);\n",
+     "      if (tid == 0) sm90_produce_tma<D, kCl>(a, sc, maps, q_s, k_s, v_s, bars);\n"),
+    ("  auto release = [&](uint32_t bar) {\n    __syncwarp();\n    if (lane == 0) mbar_arrive(bar);\n  };\n",
+     "  auto release = [&](uint32_t bar) {\n    __syncwarp();\n    if (lane == 0) mbar_arrive(bar);\n  };\n"
+     "  // a K/V stage: with wg_cluster, the peer CTA's producer fills it too, so both hear of the release\n"
+     "  const int peer = kCl > 1 ? cluster_rank() ^ 1 : 0;\n"
+     "  auto release_kv = [&](uint32_t bar) {\n"
+     "    __syncwarp();\n"
+     "    if (lane == 0) {\n"
+     "      mbar_arrive(bar);\n"
+     "      if constexpr (kCl > 1) mbar_arrive_peer(bar, peer);\n"
+     "    }\n"
+     "  };\n"),
+    ("template <int D, bool kTma>\nint prepare_sm90() {",
+     "template <int D, bool kTma, int kCl = 1>\nint prepare_sm90() {"),
+    ("cudaFuncSetAttribute(attn_fwd_sm90<D, kTma>,", "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kCl>,"),
+    ("  if (tma) {\n    attn_fwd_sm90<D, true><<<",
+     "  // wg_cluster=2: tiles in pairs of one K/V group (m_fastest sections of an even tile count)\n"
+     "  bool clustered = false;\n"
+     "  if constexpr (D >= 128) {\n"
+     "    if (tma && !a->causal && s.tiles % 2 == 0 && (s.l2_units * s.m_blocks) % 2 == 0 && grid % 2 == 0) {\n"
+     "      const int ce = prepare_sm90<D, true, 2>();\n"
+     "      if (ce != cudaSuccess) return ce;\n"
+     "      cudaLaunchConfig_t cfg{};\n"
+     "      cfg.gridDim = dim3(unsigned(grid));\n"
+     "      cfg.blockDim = dim3(unsigned(Sm90Cfg<D>::kThreads));\n"
+     "      cfg.dynamicSmemBytes = Sm90Cfg<D>::kSmem;\n"
+     "      cfg.stream = stream;\n"
+     "      cudaLaunchAttribute attr[1];\n"
+     "      attr[0].id = cudaLaunchAttributeClusterDimension;\n"
+     "      attr[0].val.clusterDim.x = 2;\n"
+     "      attr[0].val.clusterDim.y = 1;\n"
+     "      attr[0].val.clusterDim.z = 1;\n"
+     "      cfg.attrs = attr;\n"
+     "      cfg.numAttrs = 1;\n"
+     "      const cudaError_t le = cudaLaunchKernelEx(&cfg, attn_fwd_sm90<D, true, 2>, *a, s, maps);\n"
+     "      if (le != cudaSuccess) return le;\n"
+     "      clustered = true;\n"
+     "    }\n"
+     "  }\n"
+     "  if (clustered) {\n"
+     "  } else if (tma) {\n    attn_fwd_sm90<D, true><<<"),
+)
+# The K/V copies of either copy order: the panels this CTA copies, each into every CTA of the cluster.
+_KV_PANEL_LOOPS = (
+    ("      for (int p = 0; p < P; ++p)\n        tma_load_4d(k_s + st",
+     "      for (int p = rank; p < P; p += kCl)\n        kv_load<kCl>(k_s + st"),
+    ("      for (int p = 0; p < P; ++p)\n        tma_load_4d(v_s + st",
+     "      for (int p = rank; p < P; p += kCl)\n        kv_load<kCl>(v_s + st"),
+    ("      for (int p = 0; p < P; ++p) tma_load_4d(dst + p * BN * 128, map,",
+     "      for (int p = rank; p < P; p += kCl) kv_load<kCl>(dst + p * BN * 128, map,"),
+)
+
+
+def _with_cluster(text: str) -> str:
+    """wg_cluster=2 on the whole rendered file (after every other Hopper edit)."""
+    text = _swap(text, _PRODUCER_HEAD, _CLUSTER_DEVICE + _PRODUCER_HEAD)
+    text = _swap_each(text, _CLUSTER_EDITS)
+    # the stages' empty barriers count both CTAs' consumer warps (kWgConsumers, or WgC<D>::HC with
+    # wg_wide_d64)
+    text, n = re.subn(r"(      mbar_init\(k_empty\(s\), 4 \* [\w:<>]+)\);\n"
+                      r"(      mbar_init\(v_empty\(s\), 4 \* [\w:<>]+)\);\n",
+                      r"\1 * kCl);  // wg_cluster: both CTAs' consumer warps\n\2 * kCl);\n", text)
+    if n != 1:
+        raise RuntimeError(f"template: expected one pair of empty-barrier inits, found {n}")
+    loops = 0
+    for old, new in _KV_PANEL_LOOPS:
+        loops += text.count(old)
+        text = text.replace(old, new)
+    if loops not in (1, 2):
+        raise RuntimeError(f"template: expected the K/V copy loops of one copy order, found {loops}")
+    for bar in ("k_empty(", "v_empty("):
+        if text.count(f"release({bar}") < 2:
+            raise RuntimeError(f"template: expected the consumers' releases of {bar!r}")
+        text = text.replace(f"release({bar}", f"release_kv({bar}")
+    return text
+
+
+# wg_kv_fence=cp_async (wg_load=tma): the consumers fence the async proxy after a K/V block's full
+# barrier only in the cp.async build. There the producer's cp.async writes are generic-proxy writes
+# that wgmma (an async-proxy reader) must be fenced from; the copy engine's writes are async-proxy
+# writes whose completion the barrier's transaction count already orders before the wait returns
+# (CUTLASS and FA3 issue no fence there). The fence compiles to MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC,
+# twice per block, inside the warpgroup's turn to issue its wgmmas.
+_KV_FENCES = tuple(
+    (f"      mbar_wait({bar}(st), ((gb + uint32_t(j)) / S) & 1u);\n      fence_async_smem();\n",
+     f"      mbar_wait({bar}(st), ((gb + uint32_t(j)) / S) & 1u);\n"
+     "      if constexpr (!kTma) fence_async_smem();  // wg_kv_fence=cp_async: copy-engine data needs none\n")
+    for bar in ("k_full", "v_full"))
+
+
 def _with_desc_offset(text: str) -> str:
     """wg_desc=offset on the Hopper section."""
     return _swap_each(text, _DESC_EDITS)
@@ -1170,6 +1408,12 @@ def sm90_section(k: Knobs) -> str:
         text = _swap(text, *_ONE_Q_STAGE)
     if k.wg_desc == "offset":
         text = _with_desc_offset(text)
+    if _stages_by_dim(k):
+        text = _with_stages_by_dim(text, k)
+    if k.wg_kv_fence == "cp_async":
+        text = _swap_each(text, _KV_FENCES)
+    if k.wg_kv_order == "k_ahead":
+        text = _swap(text, _KV_IN_ORDER, _KV_K_AHEAD)
     if k.wg_decode == "wgmma":
         text = _swap(text, *_DECODE_USE)
     return text.replace("//@@SM90_WGMMA@@", wgmma_wrappers(ss, rs))
@@ -1202,6 +1446,8 @@ def render(knobs: Knobs) -> str:
             text = _with_dynamic_scheduler(text)
         if knobs.wg_tile_decode == "producer":
             text = _with_published_tiles(text)
+        if knobs.wg_cluster == 2:
+            text = _with_cluster(text)
     if knobs.split_combine in ("parallel", "wide"):
         text = _with_parallel_combine(text)
     if knobs.split_combine == "wide":

@@ -75,6 +75,9 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "stages": (1, 2, 3),                     # K/V shared-memory buffers in flight
         "smem_layout": ("swizzle", "pad"),       # XOR-swizzled 128 B panels, or rows padded by 16 B
         "wg_stages": (2, 3, 1),                  # mma=wgmma: K/V stages of the producer's ring
+        "wg_stages_d64": (0, 3, 4),              # mma=wgmma: K/V stages at head_dim 64 (0: wg_stages)
+        "wg_stages_d128": (0, 3),                # mma=wgmma: K/V stages at head_dim 128 (0: wg_stages;
+                                                 # 3 leaves room for one Q buffer only)
         "wg_load": ("cp_async", "tma"),          # mma=wgmma: producer warpgroup's 16 B cp.async, or
                                                  # one thread's tensor-map copies (copy engine)
         "wg_q_stages": (1, 2),                   # mma=wgmma, wg_load=tma: Q buffers; with 2 the next
@@ -86,6 +89,16 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
                                                  # or one thread hands the staged rows to the copy engine
         "wg_epilogue_one_q": (False, True),      # mma=wgmma, wg_epilogue=tma: a head dim with one Q buffer
                                                  # (d256) stages there too, and its next Q waits for it
+        "wg_cluster": (1, 2),                    # mma=wgmma, wg_load=tma, wg_full_order=m_fastest: calls
+                                                 # without the causal mask at d128/d256 run clusters of
+                                                 # two CTAs on tile pairs that share each K/V block's
+                                                 # copy (multicast, half the panels each)
+        "wg_kv_fence": ("every_block", "cp_async"),  # mma=wgmma, wg_load=tma: the consumers fence the async
+                                                 # proxy after each K/V block's full barrier, or only in
+                                                 # the cp.async build (copy-engine writes need no fence)
+        "wg_kv_order": ("kv", "k_ahead"),        # mma=wgmma, wg_load=tma: the producer copies each block's
+                                                 # K then its V, or block j + 1's K before block j's V
+                                                 # (the order the overlapped consumers use them in)
     },
     "math": {
         "mma": ("mma_sync", "wgmma"),            # mma.sync everywhere, or the Hopper layer (sm_90a wgmma,
@@ -111,6 +124,9 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "wg_l2_sections": (0, 32, 16),           # mma=wgmma, grid_order=heavy_first: 0 = one grid-wide
                                                  # heavy-first order; N = heavy first inside sections of
                                                  # (head, batch, split) units whose K/V fit in N MB of L2
+        "wg_full_order": ("sections", "m_fastest"),  # mma=wgmma, wg_l2_sections: a call without the causal
+                                                 # mask keeps the sections, or runs each K/V head's m
+                                                 # blocks side by side (its tiles all weigh the same)
         "wg_scheduler": ("static", "dynamic"),   # mma=wgmma, persistent, wg_q_stages=2: causal tiles past
                                                  # the first wave go round robin, or to whichever CTA is
                                                  # free first (a counter in the workspace, heavy first)
@@ -130,9 +146,10 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
 LAYERS = tuple(KNOB_SPACE)
 # Knobs that only the Hopper layer reads (mma=wgmma).
 HOPPER_KNOBS = ("wg_block_n_d64", "wg_block_n_d128", "wg_block_n_d256", "wg_consumers", "wg_stages",
+                "wg_stages_d64", "wg_stages_d128", "wg_full_order", "wg_cluster", "wg_kv_fence",
                 "wg_overlap", "wg_pingpong", "wg_load", "wg_q_stages", "wg_wide_d64", "wg_l2_sections",
                 "wg_scheduler", "wg_split_rule", "wg_epilogue", "wg_desc", "wg_decode",
-                "wg_tile_decode", "wg_epilogue_one_q")
+                "wg_tile_decode", "wg_epilogue_one_q", "wg_kv_order")
 KNOB_LAYER = {knob: layer for layer, knobs in KNOB_SPACE.items() for knob in knobs}
 
 
@@ -175,6 +192,8 @@ class Knobs:
     wg_block_n_d256: int = 64
     wg_consumers: int = 2
     wg_stages: int = 2
+    wg_stages_d64: int = 0
+    wg_stages_d128: int = 0
     wg_overlap: bool = True
     wg_pingpong: bool = True
     wg_load: str = "cp_async"
@@ -188,6 +207,10 @@ class Knobs:
     wg_decode: str = "mma_sync"
     wg_tile_decode: str = "consumers"
     wg_epilogue_one_q: bool = False
+    wg_kv_order: str = "kv"
+    wg_full_order: str = "sections"
+    wg_cluster: int = 1
+    wg_kv_fence: str = "every_block"
 
     # -- views -----------------------------------------------------------------------------
 
@@ -256,10 +279,25 @@ class Knobs:
                 d.pop("wg_tile_decode")
             if not self.wg_epilogue_one_q:
                 d.pop("wg_epilogue_one_q")
+            if self.wg_kv_order == "kv":
+                d.pop("wg_kv_order")
+            if self.wg_full_order == "sections":
+                d.pop("wg_full_order")
+            if self.wg_cluster == 1:
+                d.pop("wg_cluster")
+            if self.wg_kv_fence == "every_block":
+                d.pop("wg_kv_fence")
+            for name in ("wg_stages_d64", "wg_stages_d128"):
+                if not getattr(self, name):
+                    d.pop(name)
         return d
 
     def wg_block_n(self, head_dim: int) -> int:
         return int(getattr(self, f"wg_block_n_d{head_dim}"))
+
+    def wg_stages_at(self, head_dim: int) -> int:
+        """K/V stages of the wgmma kernel at head_dim: wg_stages_d64/d128 where set, else wg_stages."""
+        return int(getattr(self, f"wg_stages_d{head_dim}", 0) or self.wg_stages)
 
     def wg_smem_bytes(self, head_dim: int, q_stages: int | None = None) -> int:
         """Shared memory of the wgmma kernel: Q tile(s), K and V stages, mbarriers, the two
@@ -268,8 +306,8 @@ class Knobs:
         qs = self.wg_q_buffers(head_dim) if q_stages is None else q_stages
         bm, bn = 64 * self.wg_consumers_at(head_dim), self.wg_block_n(head_dim)
         slots = 0 if self.wg_scheduler != "dynamic" else 96 if self.wg_tile_decode == "producer" else 16
-        return ((qs * bm + 2 * self.wg_stages * bn) * head_dim * 2 + 8 * (2 * qs + 4 * self.wg_stages)
-                + slots + 1024)
+        st = self.wg_stages_at(head_dim)
+        return (qs * bm + 2 * st * bn) * head_dim * 2 + 8 * (2 * qs + 4 * st) + slots + 1024
 
     def wg_consumers_at(self, head_dim: int) -> int:
         """Consumer warpgroups of the wgmma kernel at head_dim (three at d64 with wg_wide_d64)."""
@@ -299,7 +337,10 @@ class Knobs:
             "msplit" if self.mask_split else "mall",
         ]
         if self.mma == "wgmma":
-            parts += [f"wgmma-c{self.wg_consumers}-s{self.wg_stages}-n{self.wg_block_n_d64}"
+            parts += [f"wgmma-c{self.wg_consumers}-s{self.wg_stages}"
+                      + "".join(f"-s{d}x{self.wg_stages_at(d)}" for d in (64, 128)
+                                if getattr(self, f"wg_stages_d{d}"))
+                      + f"-n{self.wg_block_n_d64}"
                       f"-{self.wg_block_n_d128}-{self.wg_block_n_d256}"
                       + ("-overlap" if self.wg_overlap else "") + ("-pingpong" if self.wg_pingpong else "")
                       + ("-tma" if self.wg_load == "tma" else "")
@@ -312,7 +353,11 @@ class Knobs:
                       + ("-descoff" if self.wg_desc == "offset" else "")
                       + ("-wgdec" if self.wg_decode == "wgmma" else "")
                       + ("-pubtile" if self.wg_tile_decode == "producer" else "")
-                      + ("-oneq" if self.wg_epilogue_one_q else "")]
+                      + ("-oneq" if self.wg_epilogue_one_q else "")
+                      + ("-kahead" if self.wg_kv_order == "k_ahead" else "")
+                      + ("-fullm" if self.wg_full_order == "m_fastest" else "")
+                      + (f"-cl{self.wg_cluster}" if self.wg_cluster != 1 else "")
+                      + ("-nofence" if self.wg_kv_fence == "cp_async" else "")]
         return "_".join(parts)
 
     # -- validation ------------------------------------------------------------------------
@@ -366,6 +411,16 @@ class Knobs:
                 f"wg_l2_sections={self.wg_l2_sections} orders the tiles heavy first inside L2-sized sections: "
                 f"it needs grid_order=heavy_first, not {self.grid_order}"
             )
+        if self.wg_cluster != 1 and (self.wg_load != "tma" or self.wg_full_order != "m_fastest"):
+            raise KnobError(
+                f"wg_cluster={self.wg_cluster} pairs the tiles of one K/V group for the copy engine's multicast: "
+                "it needs wg_load=tma and wg_full_order=m_fastest"
+            )
+        if self.wg_full_order != "sections" and not self.wg_l2_sections:
+            raise KnobError(
+                f"wg_full_order={self.wg_full_order} sizes the L2 sections of a call without the causal mask: "
+                "it needs wg_l2_sections"
+            )
         if self.wg_scheduler == "dynamic" and (self.wg_q_stages != 2 or not self.persistent):
             raise KnobError(
                 "wg_scheduler=dynamic hands a persistent CTA's next tile to it through the Q ring, "
@@ -380,6 +435,16 @@ class Knobs:
             raise KnobError(
                 f"wg_epilogue_one_q=True stages a one-Q-buffer head dim's output for the copy engine: it "
                 f"needs wg_epilogue=tma, not {self.wg_epilogue}"
+            )
+        if self.wg_kv_fence != "every_block" and self.wg_load != "tma":
+            raise KnobError(
+                f"wg_kv_fence={self.wg_kv_fence} drops the proxy fence of the copy engine's K/V blocks: it "
+                "needs wg_load=tma (the cp.async producer's writes always need it)"
+            )
+        if self.wg_kv_order != "kv" and self.wg_load != "tma":
+            raise KnobError(
+                f"wg_kv_order={self.wg_kv_order} orders the copy engine's K and V copies: it needs "
+                "wg_load=tma (the cp.async producer warpgroup copies each block's K and V together)"
             )
         if self.wg_tile_decode == "producer" and self.wg_scheduler != "dynamic":
             raise KnobError(
@@ -580,6 +645,8 @@ def covering_sample() -> list[Knobs]:
                 for fix in ({"mma": "wgmma"}, {"mma": "wgmma", "wg_block_n_d256": 32},
                             {"mma": "wgmma", "wg_pingpong": False}, {"mma": "wgmma", "wg_load": "tma"},
                             {"mma": "wgmma", "wg_load": "tma", "wg_q_stages": 2, "persistent": True},
+                            {"mma": "wgmma", "wg_load": "tma", "grid_order": "heavy_first", "wg_l2_sections": 32,
+                             "wg_full_order": "m_fastest"},
                             {"smem_layout": "pad"}, {"stages": 2},
                             {"stages": 1}, {"tile_d256": "64x32x4"}, {"tile_d256": "64x32x4", "stages": 2},
                             {"q_fragments": "smem"}):
