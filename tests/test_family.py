@@ -1378,3 +1378,36 @@ def test_wg_kv_fence_keeps_the_proxy_fence_only_where_generic_writes_fill_the_st
     gsrc = render(g)
     assert gsrc.count("      fence_async_smem();\n      wg_fence") == 2  # every block keeps it by default
 
+
+def test_wg_kv_wait_first_leaves_the_waits_to_the_first_warpgroup_in_the_turn_order() -> None:
+    assert KNOB_LAYER["wg_kv_wait"] == "memory" and KNOB_SPACE["memory"]["wg_kv_wait"] == ("each", "first")
+    with pytest.raises(KnobError, match=r"wg_kv_wait=first .* it needs wg_load=tma and wg_pingpong=True"):
+        parse_knobs("mma=wgmma,wg_load=tma,wg_consumers=1,wg_pingpong=false,wg_kv_wait=first")
+    with pytest.raises(KnobError, match=r"wg_kv_wait=first .* it needs wg_load=tma"):
+        parse_knobs("mma=wgmma,wg_kv_wait=first")
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    g = parse_knobs(str(gallery / "wgmma-tma-g.knobs.json"))
+    k = g.replace(wg_kv_fence="cp_async", wg_kv_wait="first").validate()
+    assert k.slug().endswith("-nofence-waitfirst") and "wg_kv_wait" not in g.recorded()
+    src = render(k)
+    assert not [str(x) for x in check_source(src) if x.blocking]
+    consumer = src.split("// ---- consumer warpgroups")[1].split("// Epilogue:")[0]
+    for name, bar in (("issue_qk", "k_full"), ("issue_pv", "v_full")):
+        body = consumer.split(f"auto {name} = [&](int j) {{")[1].split("};")[0]
+        assert f"if (!kTma || c == 0) mbar_wait({bar}(st), ((gb + uint32_t(j)) / S) & 1u);" in body
+    # consumer 0 takes the first turn, and every issue sits inside a turn, so the others issue a
+    # block's wgmmas only after consumer 0 has waited for it
+    assert "if (c == WgC<D>::HC - 1) asm volatile(\"bar.arrive 1, 256;\\n\" ::: \"memory\");" in consumer
+    calls = re.findall(r"turn_wait\(\);|issue_qk\(\w+(?: - 1)?\);|issue_pv\(\w+(?: - 1)?\);|turn_pass\(\);",
+                       consumer.split("if constexpr (kWgOverlap) {")[1])
+    inside = False
+    for call in calls:
+        if call == "turn_wait();":
+            inside = True
+        elif call == "turn_pass();":
+            inside = False
+        else:
+            assert inside, calls
+    # the Q buffer's wait stays with every warpgroup (each reads its tile from the slot after it)
+    assert consumer.count("mbar_wait(q_full_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS) & 1u);") == 2
+

@@ -228,8 +228,10 @@ LEADER_G = LEADER_F + ",wg_kv_order=k_ahead,wg_stages_d64=4,wg_full_order=m_fast
                  id="packs-splits-cluster"),
     # three K/V stages at d128 (one Q buffer there) with the output staged in it for the copy engine
     pytest.param(LEADER_F + ",wg_stages_d128=3,wg_epilogue_one_q=true", id="leader-f-d128-three-stages"),
-    # wgmma-tma-g without the proxy fence after each copy-engine K/V block (stop 29; not yet run)
+    # wgmma-tma-g without the proxy fence after each copy-engine K/V block, and with only the first
+    # consumer warpgroup in the turn order waiting for each block (stop 29; not yet run)
     pytest.param(LEADER_G + ",wg_kv_fence=cp_async", id="leader-g-no-kv-fence"),
+    pytest.param(LEADER_G + ",wg_kv_fence=cp_async,wg_kv_wait=first", id="leader-g-first-waits"),
 ])
 def test_cluster_pairs_pass_every_full_scenario(spec: str, tmp_path: Path) -> None:
     # Strict build. Every call without the causal mask (prefill, GQA, ragged; d128 and d256 pairs

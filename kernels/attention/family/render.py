@@ -1374,6 +1374,17 @@ _KV_FENCES = tuple(
     for bar in ("k_full", "v_full"))
 
 
+# wg_kv_wait=first (wg_load=tma, wg_pingpong): in the copy-engine build only the first consumer
+# warpgroup in the turn order (c == 0) waits for a K/V block's full barrier; the others issue their
+# wgmmas on that block only after it has passed them the turn (named barriers, which order memory
+# among the warpgroups), so the block has landed by then. FA3's consumers do the same. The wait is
+# a shared-memory barrier probe and a branch on its result, inside each warpgroup's turn.
+_KV_WAITS = tuple(
+    (f"      mbar_wait({bar}(st), ((gb + uint32_t(j)) / S) & 1u);\n",
+     f"      if (!kTma || c == 0) mbar_wait({bar}(st), ((gb + uint32_t(j)) / S) & 1u);  // wg_kv_wait=first\n")
+    for bar in ("k_full", "v_full"))
+
+
 def _with_desc_offset(text: str) -> str:
     """wg_desc=offset on the Hopper section."""
     return _swap_each(text, _DESC_EDITS)
@@ -1412,6 +1423,8 @@ def sm90_section(k: Knobs) -> str:
         text = _with_stages_by_dim(text, k)
     if k.wg_kv_fence == "cp_async":
         text = _swap_each(text, _KV_FENCES)
+    if k.wg_kv_wait == "first":
+        text = _swap_each(text, _KV_WAITS)
     if k.wg_kv_order == "k_ahead":
         text = _swap(text, _KV_IN_ORDER, _KV_K_AHEAD)
     if k.wg_decode == "wgmma":

@@ -96,6 +96,9 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "wg_kv_fence": ("every_block", "cp_async"),  # mma=wgmma, wg_load=tma: the consumers fence the async
                                                  # proxy after each K/V block's full barrier, or only in
                                                  # the cp.async build (copy-engine writes need no fence)
+        "wg_kv_wait": ("each", "first"),         # mma=wgmma, wg_load=tma, wg_pingpong: every consumer
+                                                 # warpgroup waits for a K/V block's full barrier, or only
+                                                 # the first in the turn order (the rest issue after it)
         "wg_kv_order": ("kv", "k_ahead"),        # mma=wgmma, wg_load=tma: the producer copies each block's
                                                  # K then its V, or block j + 1's K before block j's V
                                                  # (the order the overlapped consumers use them in)
@@ -146,7 +149,7 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
 LAYERS = tuple(KNOB_SPACE)
 # Knobs that only the Hopper layer reads (mma=wgmma).
 HOPPER_KNOBS = ("wg_block_n_d64", "wg_block_n_d128", "wg_block_n_d256", "wg_consumers", "wg_stages",
-                "wg_stages_d64", "wg_stages_d128", "wg_full_order", "wg_cluster", "wg_kv_fence",
+                "wg_stages_d64", "wg_stages_d128", "wg_full_order", "wg_cluster", "wg_kv_fence", "wg_kv_wait",
                 "wg_overlap", "wg_pingpong", "wg_load", "wg_q_stages", "wg_wide_d64", "wg_l2_sections",
                 "wg_scheduler", "wg_split_rule", "wg_epilogue", "wg_desc", "wg_decode",
                 "wg_tile_decode", "wg_epilogue_one_q", "wg_kv_order")
@@ -211,6 +214,7 @@ class Knobs:
     wg_full_order: str = "sections"
     wg_cluster: int = 1
     wg_kv_fence: str = "every_block"
+    wg_kv_wait: str = "each"
 
     # -- views -----------------------------------------------------------------------------
 
@@ -287,6 +291,8 @@ class Knobs:
                 d.pop("wg_cluster")
             if self.wg_kv_fence == "every_block":
                 d.pop("wg_kv_fence")
+            if self.wg_kv_wait == "each":
+                d.pop("wg_kv_wait")
             for name in ("wg_stages_d64", "wg_stages_d128"):
                 if not getattr(self, name):
                     d.pop(name)
@@ -357,7 +363,8 @@ class Knobs:
                       + ("-kahead" if self.wg_kv_order == "k_ahead" else "")
                       + ("-fullm" if self.wg_full_order == "m_fastest" else "")
                       + (f"-cl{self.wg_cluster}" if self.wg_cluster != 1 else "")
-                      + ("-nofence" if self.wg_kv_fence == "cp_async" else "")]
+                      + ("-nofence" if self.wg_kv_fence == "cp_async" else "")
+                      + ("-waitfirst" if self.wg_kv_wait == "first" else "")]
         return "_".join(parts)
 
     # -- validation ------------------------------------------------------------------------
@@ -440,6 +447,11 @@ class Knobs:
             raise KnobError(
                 f"wg_kv_fence={self.wg_kv_fence} drops the proxy fence of the copy engine's K/V blocks: it "
                 "needs wg_load=tma (the cp.async producer's writes always need it)"
+            )
+        if self.wg_kv_wait != "each" and (self.wg_load != "tma" or not self.wg_pingpong):
+            raise KnobError(
+                f"wg_kv_wait={self.wg_kv_wait} lets the warpgroups after the first in the turn order skip the "
+                "K/V waits: it needs wg_load=tma and wg_pingpong=True"
             )
         if self.wg_kv_order != "kv" and self.wg_load != "tma":
             raise KnobError(
