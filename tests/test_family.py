@@ -311,7 +311,7 @@ def test_tma_kernel_compiles_without_spills(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["wgmma-tma-a", "wgmma-tma-b", "wgmma-tma-c", "wgmma-tma-d", "wgmma-tma-e",
-                                  "wgmma-tma-f", "wgmma-tma-g"])
+                                  "wgmma-tma-f", "wgmma-tma-g", "wgmma-tma-h"])
 def test_tma_gallery_reports_were_measured_on_the_strict_build_of_the_gallery_file(name: str) -> None:
     import hashlib
 
@@ -781,6 +781,36 @@ def test_balanced_splits_fill_whole_rounds_and_keep_splitting_uneven_causal_tile
     assert splits(1, 256, 65536, 8, 1, 128, 128, 128, 64) == 4
 
 
+
+def test_wg_split_cost_charges_a_split_plan_for_its_combine(tmp_path: Path) -> None:
+    assert KNOB_LAYER["wg_split_cost"] == "scheduling"
+    assert KNOB_SPACE["scheduling"]["wg_split_cost"] == (0, 2, 4, 8)
+    with pytest.raises(KnobError, match=r"wg_split_cost=4 charges a split plan .* needs wg_split_rule=balanced"):
+        parse_knobs("mma=wgmma,wg_split_cost=4")
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    g = parse_knobs(str(gallery / "wgmma-tma-g.knobs.json"))
+    assert "wg_split_cost" not in g.recorded() and render(g) == (gallery / "wgmma-tma-g.cu").read_text()
+    k = g.replace(wg_split_cost=4).validate()
+    assert k.recorded()["wg_split_cost"] == 4 and "-balsplit-splitcost4-" in k.slug()
+    src = render(k)
+    assert not [str(f) for f in check_source(src) if f.blocking]
+    planner = src.split("inline int balanced_splits(")[1].split("Sched plan_sm90(")[0]
+    assert "const double combine = 4.0;" in planner and "if (n > 1) est += combine;" in planner
+    splits = _balanced_splits(tmp_path, src)
+    # ragged-d128-q1000-k1000-causal: two splits were estimated at 6.5 blocks against 9 unsplit;
+    # with the combine's 4 blocks on top (10.5) the call stays one launch
+    assert splits(2, 1000, 1000, 8, 1, 128, 128, 4, 132) == 1
+    # chunk-llama3-70b-tp8-q256-k65536: 16 tiles of 512 blocks still take 8 splits (65 against 513)
+    assert splits(1, 256, 65536, 8, 1, 128, 128, 128, 132) == 8
+    # chunk-llama3-8b-tp1-q256-k8192: 64 tiles of 64 blocks, 2 splits (one round of 128) still pay
+    assert splits(1, 256, 8192, 32, 1, 128, 128, 32, 132) == 2
+    # 8 blocks also keep chunk-llama3-70b-tp8-q2048-k16384 (128 tiles of ~121-128 blocks) whole
+    (tmp_path / "8").mkdir()
+    (tmp_path / "0").mkdir()
+    eight = _balanced_splits(tmp_path / "8", render(g.replace(wg_split_cost=8).validate()))
+    assert eight(1, 2048, 16384, 8, 1, 128, 128, 64, 132) == 1
+    assert _balanced_splits(tmp_path / "0", render(g))(1, 2048, 16384, 8, 1, 128, 128, 64, 132) == 2
+
 # -- decode_kv_warps: the decode tile's warps split each block's keys ---------------------------
 
 
@@ -994,7 +1024,7 @@ def test_wg_epilogue_one_q_stages_the_one_q_buffer_head_dim_only_for_the_copy_en
 
 def test_the_gpu_tests_name_the_gallery_settings_they_say() -> None:
     # tests/gpu builds its leader variants from LEADER_E; a drift would test another kernel quietly
-    from tests.gpu.test_family_gpu import LEADER_E, LEADER_F, LEADER_G
+    from tests.gpu.test_family_gpu import LEADER_E, LEADER_F, LEADER_G, LEADER_H
 
     gallery = ROOT / "kernels" / "attention" / "gallery"
     e = parse_knobs(str(gallery / "wgmma-tma-e.knobs.json"))
@@ -1004,6 +1034,8 @@ def test_the_gpu_tests_name_the_gallery_settings_they_say() -> None:
     assert parse_knobs(LEADER_G) == parse_knobs(
         LEADER_F + ",wg_kv_order=k_ahead,wg_stages_d64=4,wg_full_order=m_fastest")
     assert parse_knobs(LEADER_G) == parse_knobs(str(gallery / "wgmma-tma-g.knobs.json"))
+    assert parse_knobs(LEADER_H) == parse_knobs(LEADER_G + ",wg_kv_fence=cp_async,wg_split_cost=8")
+    assert parse_knobs(LEADER_H) == parse_knobs(str(gallery / "wgmma-tma-h.knobs.json"))
 
 
 def test_wg_tile_decode_is_a_scheduling_knob_that_needs_the_dynamic_slots() -> None:
@@ -1056,11 +1088,13 @@ def test_wg_tile_decode_producer_publishes_the_whole_decode_and_the_end_in_eithe
 
 @needs_nvcc
 def test_the_leader_compiles_without_spills() -> None:
-    # wgmma-tma-g = wgmma-tma-d + wg_epilogue=smem + wg_desc=offset + wg_decode=wgmma (wgmma-tma-e)
+    # wgmma-tma-h = wgmma-tma-d + wg_epilogue=smem + wg_desc=offset + wg_decode=wgmma (wgmma-tma-e)
     # + wg_epilogue=tma + wg_tile_decode=producer (wgmma-tma-f) + wg_kv_order=k_ahead,
-    # wg_stages_d64=4, wg_full_order=m_fastest
+    # wg_stages_d64=4, wg_full_order=m_fastest (wgmma-tma-g) + wg_kv_fence=cp_async, wg_split_cost=8
     gallery = ROOT / "kernels" / "attention" / "gallery"
-    k = parse_knobs(str(gallery / "wgmma-tma-g.knobs.json"))
+    h = parse_knobs(str(gallery / "wgmma-tma-h.knobs.json"))
+    k = h.replace(wg_kv_fence="every_block", wg_split_cost=0)
+    assert k == parse_knobs(str(gallery / "wgmma-tma-g.knobs.json"))
     f = k.replace(wg_kv_order="kv", wg_stages_d64=0, wg_full_order="sections")
     assert f == parse_knobs(str(gallery / "wgmma-tma-f.knobs.json"))
     assert f.replace(wg_epilogue="smem", wg_tile_decode="consumers") == parse_knobs(
@@ -1068,7 +1102,8 @@ def test_the_leader_compiles_without_spills() -> None:
     assert f.replace(wg_epilogue="direct", wg_desc="fields", wg_decode="mma_sync",
                      wg_tile_decode="consumers") == parse_knobs(str(gallery / "wgmma-tma-d.knobs.json"))
     assert render(k) == (gallery / "wgmma-tma-g.cu").read_text()
-    built = compile_kernel(gallery / "wgmma-tma-g.cu", arch="sm_90a")
+    assert render(h) == (gallery / "wgmma-tma-h.cu").read_text()
+    built = compile_kernel(gallery / "wgmma-tma-h.cu", arch="sm_90a")
     assert built.info.ok, built.info.log[-2000:]
     entries = built.info.log.split("Compiling entry function '")[1:]
     blocks = [b for b in entries if b.startswith("_ZN3fam13attn_fwd_sm90")]

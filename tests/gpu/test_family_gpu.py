@@ -229,7 +229,7 @@ LEADER_G = LEADER_F + ",wg_kv_order=k_ahead,wg_stages_d64=4,wg_full_order=m_fast
     # three K/V stages at d128 (one Q buffer there) with the output staged in it for the copy engine
     pytest.param(LEADER_F + ",wg_stages_d128=3,wg_epilogue_one_q=true", id="leader-f-d128-three-stages"),
     # wgmma-tma-g without the proxy fence after each copy-engine K/V block, and with only the first
-    # consumer warpgroup in the turn order waiting for each block (stop 29; not yet run)
+    # consumer warpgroup in the turn order waiting for each block (both passed on the H200, stop 30)
     pytest.param(LEADER_G + ",wg_kv_fence=cp_async", id="leader-g-no-kv-fence"),
     pytest.param(LEADER_G + ",wg_kv_fence=cp_async,wg_kv_wait=first", id="leader-g-first-waits"),
 ])
@@ -244,3 +244,20 @@ def test_cluster_pairs_pass_every_full_scenario(spec: str, tmp_path: Path) -> No
         chosen = [s for s in chosen if 128 % (s.heads_q // s.heads_kv) == 0]
     bad = _failures(src, chosen)
     assert not bad, (spec, bad)
+
+
+# the gallery's wgmma-tma-h (no proxy fence after a copy-engine K/V block; a split plan charged 8 key
+# blocks for its combine, so ragged causal and long chunked calls of ~128 tiles stay one launch)
+LEADER_H = LEADER_G + ",wg_kv_fence=cp_async,wg_split_cost=8"
+
+
+@pytest.mark.gpu
+def test_leader_h_passes_every_scenario_its_split_plans_touch(tmp_path: Path) -> None:
+    # Strict build over the categories whose split counts the charge moves or keeps: ragged (now
+    # unsplit where two splits were planned), chunked (the q2048 calls unsplit, q256-q1024 still
+    # split) and decode (every call split, packed).
+    src = tmp_path / "leader_h.cu"
+    src.write_text("#define SOCRATIC_SM90_TMA_STRICT 1\n" + render(parse_knobs(LEADER_H)))
+    chosen = [s for s in default_suite() if s.category in ("ragged", "chunked", "decode")]
+    bad = _failures(src, chosen)
+    assert not bad, bad

@@ -961,6 +961,28 @@ def _with_balanced_splits(text: str) -> str:
     return _swap(text, "template <int D>\nSched plan_sm90(", _BALANCED_FN + "template <int D>\nSched plan_sm90(")
 
 
+# wg_split_cost=N (wg_split_rule=balanced): a plan with more than one split also pays for its fp32
+# partials and the combine kernel (a second launch behind the first), charged as N key blocks on
+# top of its makespan estimate. Without the charge the rule split the suite's ragged causal calls of
+# ~128 tiles in two (9 -> 6.5 estimated blocks), where `wgmma-tma-g` measured 0.71-0.86x FA3; charged
+# 8 blocks they run as one launch, 1.29-1.52x faster (stop 30; docs/family.md).
+_SPLIT_COST = (
+    ("  const double fixed = 1.0;  // a tile's fixed cost, in key blocks\n",
+     "  const double fixed = 1.0;  // a tile's fixed cost, in key blocks\n"
+     "  const double combine = {cost}.0;  // wg_split_cost: a split plan's partials and combine, in key blocks\n"),
+    ("    est = est > tail ? est : tail;\n",
+     "    est = est > tail ? est : tail;\n"
+     "    if (n > 1) est += combine;\n"),
+)
+
+
+def _with_split_cost(text: str, cost: int) -> str:
+    """wg_split_cost on the balanced planner."""
+    for old, new in _SPLIT_COST:
+        text = _swap(text, old, new.replace("{cost}", str(cost)))
+    return text
+
+
 # wg_epilogue=smem (wg_q_stages=2): at the head dims with two Q buffers, a tile's unsplit output is
 # staged in that tile's Q buffer, which the producer refills only for the tile after next: each
 # thread stores its bf16 pairs to shared memory (the Q tile's swizzled layout, conflict-free), the
@@ -1411,6 +1433,8 @@ def sm90_section(k: Knobs) -> str:
         text = _with_wide_d64(text)
     if k.wg_split_rule == "balanced":
         text = _with_balanced_splits(text)
+    if k.wg_split_cost:
+        text = _with_split_cost(text, k.wg_split_cost)
     if k.wg_epilogue in ("smem", "tma"):
         text = _with_smem_epilogue(text)
     if k.wg_epilogue == "tma":

@@ -136,6 +136,8 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "wg_split_rule": ("fill", "balanced"),   # mma=wgmma, split_kv: split the keys until the grid
                                                  # fills its waves, or into the count whose estimated
                                                  # makespan (rounds, heaviest tile, work per SM) is least
+        "wg_split_cost": (0, 2, 4, 8),             # mma=wgmma, wg_split_rule=balanced: key blocks charged to
+                                                 # a split plan for its partials and combine kernel
         "wg_tile_decode": ("consumers", "producer"),  # mma=wgmma, wg_scheduler=dynamic: every consumer
                                                  # decodes each tile (integer divisions), or the producer
                                                  # decodes it once and leaves it beside the tile's Q
@@ -151,7 +153,7 @@ LAYERS = tuple(KNOB_SPACE)
 HOPPER_KNOBS = ("wg_block_n_d64", "wg_block_n_d128", "wg_block_n_d256", "wg_consumers", "wg_stages",
                 "wg_stages_d64", "wg_stages_d128", "wg_full_order", "wg_cluster", "wg_kv_fence", "wg_kv_wait",
                 "wg_overlap", "wg_pingpong", "wg_load", "wg_q_stages", "wg_wide_d64", "wg_l2_sections",
-                "wg_scheduler", "wg_split_rule", "wg_epilogue", "wg_desc", "wg_decode",
+                "wg_scheduler", "wg_split_rule", "wg_split_cost", "wg_epilogue", "wg_desc", "wg_decode",
                 "wg_tile_decode", "wg_epilogue_one_q", "wg_kv_order")
 KNOB_LAYER = {knob: layer for layer, knobs in KNOB_SPACE.items() for knob in knobs}
 
@@ -205,6 +207,7 @@ class Knobs:
     wg_l2_sections: int = 0
     wg_scheduler: str = "static"
     wg_split_rule: str = "fill"
+    wg_split_cost: int = 0
     wg_epilogue: str = "direct"
     wg_desc: str = "fields"
     wg_decode: str = "mma_sync"
@@ -273,6 +276,8 @@ class Knobs:
                 d.pop("wg_scheduler")
             if self.wg_split_rule == "fill":
                 d.pop("wg_split_rule")
+            if not self.wg_split_cost:
+                d.pop("wg_split_cost")
             if self.wg_epilogue == "direct":
                 d.pop("wg_epilogue")
             if self.wg_desc == "fields":
@@ -355,6 +360,7 @@ class Knobs:
                       + (f"-l2s{self.wg_l2_sections}" if self.wg_l2_sections else "")
                       + ("-dyn" if self.wg_scheduler == "dynamic" else "")
                       + ("-balsplit" if self.wg_split_rule == "balanced" else "")
+                      + (f"-splitcost{self.wg_split_cost}" if self.wg_split_cost else "")
                       + {"direct": "", "smem": "-smemepi", "tma": "-tmaepi"}[self.wg_epilogue]
                       + ("-descoff" if self.wg_desc == "offset" else "")
                       + ("-wgdec" if self.wg_decode == "wgmma" else "")
@@ -467,6 +473,11 @@ class Knobs:
             raise KnobError(
                 f"wg_split_rule={self.wg_split_rule} chooses how many pieces split-KV cuts the keys into: "
                 "it needs split_kv"
+            )
+        if self.wg_split_cost and self.wg_split_rule != "balanced":
+            raise KnobError(
+                f"wg_split_cost={self.wg_split_cost} charges a split plan for its combine in the balanced "
+                f"rule's estimate: it needs wg_split_rule=balanced, not {self.wg_split_rule}"
             )
         if self.wg_pingpong and self.wg_consumers != 2:
             raise KnobError("wg_pingpong=True alternates two consumer warpgroups: it needs wg_consumers=2")
@@ -659,6 +670,7 @@ def covering_sample() -> list[Knobs]:
                             {"mma": "wgmma", "wg_load": "tma", "wg_q_stages": 2, "persistent": True},
                             {"mma": "wgmma", "wg_load": "tma", "grid_order": "heavy_first", "wg_l2_sections": 32,
                              "wg_full_order": "m_fastest"},
+                            {"mma": "wgmma", "wg_split_rule": "balanced"},
                             {"smem_layout": "pad"}, {"stages": 2},
                             {"stages": 1}, {"tile_d256": "64x32x4"}, {"tile_d256": "64x32x4", "stages": 2},
                             {"q_fragments": "smem"}):
