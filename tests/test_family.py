@@ -1446,3 +1446,39 @@ def test_wg_kv_wait_first_leaves_the_waits_to_the_first_warpgroup_in_the_turn_or
     # the Q buffer's wait stays with every warpgroup (each reads its tile from the slot after it)
     assert consumer.count("mbar_wait(q_full_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS) & 1u);") == 2
 
+
+
+# -- wg_block_n_d256=80: FA3's d256 key block ------------------------------------------------------
+
+
+def test_d256_takes_fa3s_80_key_block_with_one_q_buffer_and_two_stages() -> None:
+    from kernels.attention.family.space import MAX_SMEM_BYTES, WG_MAX_FRAGMENT_REGS
+
+    assert KNOB_SPACE["tiling"]["wg_block_n_d256"] == (64, 32, 80)
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    h = parse_knobs(str(gallery / "wgmma-tma-h.knobs.json"))
+    k = h.replace(wg_block_n_d256=80).validate()
+    # 128 query rows + 2 stages of 80-key K and V at d256, bf16: 224 KB, under the 227 KB limit
+    assert k.wg_q_buffers(256) == 1 and (128 + 2 * 2 * 80) * 256 * 2 < k.wg_smem_bytes(256) <= MAX_SMEM_BYTES
+    assert k.wg_fragment_regs(256) == 40 + 128 + 20 <= WG_MAX_FRAGMENT_REGS
+    assert "-n128-128-80-" in k.slug() and k.recorded()["wg_block_n_d256"] == 80
+    with pytest.raises(KnobError, match=r"wg_block_n_d256=80 with wg_stages=3.* over the sm_90 limit"):
+        h.replace(wg_block_n_d256=80, wg_stages=3).validate()
+    src = render(k)
+    assert not [str(f) for f in check_source(src) if f.blocking]
+    # the key block is the one constant the d256 instantiation reads; the rest of the file is h's
+    assert "struct WgBlockN<256> {\n  static constexpr int value = 80;\n};" in src
+    base = render(h)
+    assert "struct WgBlockN<256> {\n  static constexpr int value = 64;\n};" in base
+    import difflib
+
+    diff = list(difflib.unified_diff(base.splitlines(), src.splitlines(), lineterm="", n=0))
+    removed = [d[1:] for d in diff if d.startswith("-") and not d.startswith("---")]
+    assert removed[:2] == ['//    "wg_block_n_d256": 64,', "  static constexpr int value = 64;"]
+    # past those, only the n64 wrapper of S = Q K^T goes (d256 was its one user), and an n80 one
+    # (shared-memory operands, 40 accumulators) comes
+    wrapper = "\n".join(removed[2:])
+    assert removed[2].startswith("__device__ __forceinline__ void wgmma_ss<64>(float (&d)[32]")
+    assert "m64n64k16" in wrapper and "static constexpr" not in wrapper and "wgmma_ss<64>" not in src
+    assert "void wgmma_ss<80>(float (&d)[40], uint64_t da, uint64_t db, int accumulate)" in src
+    assert "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16" in src

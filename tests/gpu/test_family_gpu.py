@@ -261,3 +261,16 @@ def test_leader_h_passes_every_scenario_its_split_plans_touch(tmp_path: Path) ->
     chosen = [s for s in default_suite() if s.category in ("ragged", "chunked", "decode")]
     bad = _failures(src, chosen)
     assert not bad, bad
+
+
+@pytest.mark.gpu
+def test_leader_h_with_80_key_blocks_at_d256(tmp_path: Path) -> None:
+    # Strict build of FA3's d256 key block (80 keys: n80 products, 10 KB panels, two stages and one
+    # Q buffer in 225 KB) over every d256 scenario: prefill, ragged tails of 1-799 keys, decode,
+    # causal and not. Added in stop 30 and not yet run on the GPU.
+    src = tmp_path / "leader_h_n80.cu"
+    src.write_text("#define SOCRATIC_SM90_TMA_STRICT 1\n" + render(parse_knobs(LEADER_H + ",wg_block_n_d256=80")))
+    chosen = [s for s in default_suite() if s.head_dim == 256]
+    assert len(chosen) >= 30
+    bad = _failures(src, chosen)
+    assert not bad, bad

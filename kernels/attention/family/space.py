@@ -62,7 +62,7 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         # 64 query rows each (the CTA's query tile is 64 x consumers).
         "wg_block_n_d64": (128, 64, 192),
         "wg_block_n_d128": (128, 64, 96, 176),  # 176: FA3's non-causal d128 block (one Q buffer then)
-        "wg_block_n_d256": (64, 32),
+        "wg_block_n_d256": (64, 32, 80),       # 80: FA3's d256 block (2 stages + one Q: 225 KB)
         "wg_consumers": (2, 1),
         # mma=wgmma, wg_load=tma: head_dim 64 with three consumer warpgroups (192 query rows)
         "wg_wide_d64": (False, True),
