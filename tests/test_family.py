@@ -195,7 +195,7 @@ def test_sample_of_settings_compiles_for_sm90a(tmp_path: Path) -> None:
         ("mma=wgmma,wg_consumers=1", "wg_pingpong=True alternates two consumer warpgroups"),
         ("mma=wgmma,wg_stages=3",
          "wg_block_n_d256=64 with wg_stages=3, wg_consumers=2: 263280 bytes of shared memory at head_dim 256"),
-        ("mma=wgmma,wg_block_n_d256=80", "not one of"),
+        ("mma=wgmma,wg_block_n_d256=96", "not one of"),
         ("mma=tcgen05", "not one of"),
     ],
 )
