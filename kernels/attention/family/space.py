@@ -156,6 +156,13 @@ HOPPER_KNOBS = ("wg_block_n_d64", "wg_block_n_d128", "wg_block_n_d256", "wg_cons
                 "wg_scheduler", "wg_split_rule", "wg_split_cost", "wg_epilogue", "wg_desc", "wg_decode",
                 "wg_tile_decode", "wg_epilogue_one_q", "wg_kv_order")
 KNOB_LAYER = {knob: layer for layer, knobs in KNOB_SPACE.items() for knob in knobs}
+# Knobs a rendered file records only when they differ from their defaults (each was added after
+# files existed whose bytes their measured reports hash; Knobs.recorded).
+RECORDED_WHEN_SET = ("decode_kv_warps", "split_combine", "wg_load", "wg_q_stages", "wg_wide_d64",
+                     "wg_l2_sections", "wg_scheduler", "wg_split_rule", "wg_split_cost", "wg_epilogue",
+                     "wg_desc", "wg_decode", "wg_tile_decode", "wg_epilogue_one_q", "wg_kv_order",
+                     "wg_full_order", "wg_cluster", "wg_kv_fence", "wg_kv_wait", "wg_stages_d64",
+                     "wg_stages_d128")
 
 
 class KnobError(ValueError):
@@ -255,52 +262,14 @@ class Knobs:
         knobs (all at their defaults then) are left out, so files rendered before the layer existed keep their
         bytes; parsing the record back gives the same setting either way."""
         d = self.to_dict()
-        if self.decode_kv_warps == 1:  # files rendered before the knob existed keep their bytes
-            d.pop("decode_kv_warps")
-        if self.split_combine == "serial":
-            d.pop("split_combine")
+        # Knobs added after files were rendered: at their defaults they are left out, so those
+        # files keep their bytes.
+        for name in RECORDED_WHEN_SET:
+            if getattr(self, name) == _DEFAULTS[name]:
+                d.pop(name)
         if self.mma == "mma_sync":
             for name in ("mma", *HOPPER_KNOBS):
-                d.pop(name)
-        else:
-            # wgmma files rendered before these knobs existed keep their bytes too
-            if self.wg_load == "cp_async":
-                d.pop("wg_load")
-            if self.wg_q_stages == 1:
-                d.pop("wg_q_stages")
-            if not self.wg_wide_d64:
-                d.pop("wg_wide_d64")
-            if self.wg_l2_sections == 0:
-                d.pop("wg_l2_sections")
-            if self.wg_scheduler == "static":
-                d.pop("wg_scheduler")
-            if self.wg_split_rule == "fill":
-                d.pop("wg_split_rule")
-            if not self.wg_split_cost:
-                d.pop("wg_split_cost")
-            if self.wg_epilogue == "direct":
-                d.pop("wg_epilogue")
-            if self.wg_desc == "fields":
-                d.pop("wg_desc")
-            if self.wg_decode == "mma_sync":
-                d.pop("wg_decode")
-            if self.wg_tile_decode == "consumers":
-                d.pop("wg_tile_decode")
-            if not self.wg_epilogue_one_q:
-                d.pop("wg_epilogue_one_q")
-            if self.wg_kv_order == "kv":
-                d.pop("wg_kv_order")
-            if self.wg_full_order == "sections":
-                d.pop("wg_full_order")
-            if self.wg_cluster == 1:
-                d.pop("wg_cluster")
-            if self.wg_kv_fence == "every_block":
-                d.pop("wg_kv_fence")
-            if self.wg_kv_wait == "each":
-                d.pop("wg_kv_wait")
-            for name in ("wg_stages_d64", "wg_stages_d128"):
-                if not getattr(self, name):
-                    d.pop(name)
+                d.pop(name, None)
         return d
 
     def wg_block_n(self, head_dim: int) -> int:
@@ -538,6 +507,10 @@ class Knobs:
 
     def replace(self, **changes: Any) -> Knobs:
         return dataclasses.replace(self, **changes)
+
+
+# Each knob's default, for Knobs.recorded.
+_DEFAULTS = {f.name: f.default for f in fields(Knobs)}
 
 
 def default_knobs() -> Knobs:
