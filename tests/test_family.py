@@ -311,7 +311,8 @@ def test_tma_kernel_compiles_without_spills(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["wgmma-tma-a", "wgmma-tma-b", "wgmma-tma-c", "wgmma-tma-d", "wgmma-tma-e",
-                                  "wgmma-tma-f", "wgmma-tma-g", "wgmma-tma-h"])
+                                  "wgmma-tma-f", "wgmma-tma-g", "wgmma-tma-h",
+                                  "wgmma-tma-i"])
 def test_tma_gallery_reports_were_measured_on_the_strict_build_of_the_gallery_file(name: str) -> None:
     import hashlib
 
@@ -1024,7 +1025,7 @@ def test_wg_epilogue_one_q_stages_the_one_q_buffer_head_dim_only_for_the_copy_en
 
 def test_the_gpu_tests_name_the_gallery_settings_they_say() -> None:
     # tests/gpu builds its leader variants from LEADER_E; a drift would test another kernel quietly
-    from tests.gpu.test_family_gpu import LEADER_E, LEADER_F, LEADER_G, LEADER_H
+    from tests.gpu.test_family_gpu import LEADER_E, LEADER_F, LEADER_G, LEADER_H, LEADER_I
 
     gallery = ROOT / "kernels" / "attention" / "gallery"
     e = parse_knobs(str(gallery / "wgmma-tma-e.knobs.json"))
@@ -1036,6 +1037,8 @@ def test_the_gpu_tests_name_the_gallery_settings_they_say() -> None:
     assert parse_knobs(LEADER_G) == parse_knobs(str(gallery / "wgmma-tma-g.knobs.json"))
     assert parse_knobs(LEADER_H) == parse_knobs(LEADER_G + ",wg_kv_fence=cp_async,wg_split_cost=8")
     assert parse_knobs(LEADER_H) == parse_knobs(str(gallery / "wgmma-tma-h.knobs.json"))
+    assert parse_knobs(LEADER_I) == parse_knobs(LEADER_H + ",wg_epilogue_one_q=true")
+    assert parse_knobs(LEADER_I) == parse_knobs(str(gallery / "wgmma-tma-i.knobs.json"))
 
 
 def test_wg_tile_decode_is_a_scheduling_knob_that_needs_the_dynamic_slots() -> None:
@@ -1088,11 +1091,14 @@ def test_wg_tile_decode_producer_publishes_the_whole_decode_and_the_end_in_eithe
 
 @needs_nvcc
 def test_the_leader_compiles_without_spills() -> None:
-    # wgmma-tma-h = wgmma-tma-d + wg_epilogue=smem + wg_desc=offset + wg_decode=wgmma (wgmma-tma-e)
+    # wgmma-tma-i = wgmma-tma-d + wg_epilogue=smem + wg_desc=offset + wg_decode=wgmma (wgmma-tma-e)
     # + wg_epilogue=tma + wg_tile_decode=producer (wgmma-tma-f) + wg_kv_order=k_ahead,
     # wg_stages_d64=4, wg_full_order=m_fastest (wgmma-tma-g) + wg_kv_fence=cp_async, wg_split_cost=8
+    # (wgmma-tma-h) + wg_epilogue_one_q=true
     gallery = ROOT / "kernels" / "attention" / "gallery"
-    h = parse_knobs(str(gallery / "wgmma-tma-h.knobs.json"))
+    i = parse_knobs(str(gallery / "wgmma-tma-i.knobs.json"))
+    h = i.replace(wg_epilogue_one_q=False)
+    assert h == parse_knobs(str(gallery / "wgmma-tma-h.knobs.json"))
     k = h.replace(wg_kv_fence="every_block", wg_split_cost=0)
     assert k == parse_knobs(str(gallery / "wgmma-tma-g.knobs.json"))
     f = k.replace(wg_kv_order="kv", wg_stages_d64=0, wg_full_order="sections")
@@ -1103,7 +1109,8 @@ def test_the_leader_compiles_without_spills() -> None:
                      wg_tile_decode="consumers") == parse_knobs(str(gallery / "wgmma-tma-d.knobs.json"))
     assert render(k) == (gallery / "wgmma-tma-g.cu").read_text()
     assert render(h) == (gallery / "wgmma-tma-h.cu").read_text()
-    built = compile_kernel(gallery / "wgmma-tma-h.cu", arch="sm_90a")
+    assert render(i) == (gallery / "wgmma-tma-i.cu").read_text()
+    built = compile_kernel(gallery / "wgmma-tma-i.cu", arch="sm_90a")
     assert built.info.ok, built.info.log[-2000:]
     entries = built.info.log.split("Compiling entry function '")[1:]
     blocks = [b for b in entries if b.startswith("_ZN3fam13attn_fwd_sm90")]
