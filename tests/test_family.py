@@ -7,6 +7,7 @@ import csv
 import json
 import os
 import re
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -297,6 +298,18 @@ def test_tma_render_builds_maps_per_call_and_keeps_the_cp_async_fallback() -> No
 
 
 @needs_nvcc
+def _spill_free(src: Path, keep: Callable[[str], bool], count: int) -> None:
+    """Compiles `src` for sm_90a and checks that the `count` entry functions whose mangled names
+    `keep` selects compiled without a spill (ptxas's report of each entry)."""
+    built = compile_kernel(src, arch="sm_90a")
+    assert built.info.ok, built.info.log[-2000:]
+    entries = built.info.log.split("Compiling entry function '")[1:]
+    chosen = [b for b in entries if keep(b.split("'")[0])]
+    assert len(chosen) == count, built.info.log[-3000:]
+    for b in chosen:
+        assert " 0 bytes spill stores, 0 bytes spill loads" in b, b[:600]
+
+
 def test_tma_kernel_compiles_without_spills(tmp_path: Path) -> None:
     src = tmp_path / "tma.cu"
     src.write_text(render(parse_knobs("mma=wgmma,wg_load=tma,persistent=true")))
@@ -917,13 +930,7 @@ def test_split_combine_wide_compiles_without_spills(tmp_path: Path) -> None:
     gallery = ROOT / "kernels" / "attention" / "gallery"
     src = tmp_path / "wide.cu"
     src.write_text(render(parse_knobs(str(gallery / "wgmma-tma-d.knobs.json")).replace(split_combine="wide")))
-    built = compile_kernel(src, arch="sm_90a")
-    assert built.info.ok, built.info.log[-2000:]
-    entries = built.info.log.split("Compiling entry function '")[1:]
-    blocks = [b for b in entries if "attn_combine_wide" in b.split("'")[0]]
-    assert len(blocks) == 3  # d64, d128, d256
-    for b in blocks:
-        assert " 0 bytes spill stores, 0 bytes spill loads" in b, b[:600]
+    _spill_free(src, lambda name: "attn_combine_wide" in name, 3)  # d64, d128, d256
 
 
 # -- wg_epilogue: the output staged in the tile's Q buffer ----------------------------------------
@@ -1110,20 +1117,14 @@ def test_the_leader_compiles_without_spills() -> None:
     assert render(k) == (gallery / "wgmma-tma-g.cu").read_text()
     assert render(h) == (gallery / "wgmma-tma-h.cu").read_text()
     assert render(i) == (gallery / "wgmma-tma-i.cu").read_text()
-    built = compile_kernel(gallery / "wgmma-tma-i.cu", arch="sm_90a")
-    assert built.info.ok, built.info.log[-2000:]
-    entries = built.info.log.split("Compiling entry function '")[1:]
-    blocks = [b for b in entries if b.startswith("_ZN3fam13attn_fwd_sm90")]
-    assert len(blocks) == 5, built.info.log[-3000:]
-    for b in blocks:
-        assert " 0 bytes spill stores, 0 bytes spill loads" in b, b[:600]
+    _spill_free(gallery / "wgmma-tma-i.cu", lambda name: name.startswith("_ZN3fam13attn_fwd_sm90"), 5)
 
 
 # -- wg_desc=offset: a descriptor as the tile's plus the k-step's offset ---------------------------
 
 
 def test_wg_desc_is_a_math_knob_whose_offset_form_renders_one_add_per_step() -> None:
-    assert KNOB_LAYER["wg_desc"] == "math" and KNOB_SPACE["math"]["wg_desc"] == ("fields", "offset")
+    assert KNOB_LAYER["wg_desc"] == "math" and KNOB_SPACE["math"]["wg_desc"] == ("fields", "offset", "chain")
     gallery = ROOT / "kernels" / "attention" / "gallery"
     d = parse_knobs(str(gallery / "wgmma-tma-d.knobs.json"))
     assert render(d.replace(wg_desc="fields")) == (gallery / "wgmma-tma-d.cu").read_text()
@@ -1163,6 +1164,48 @@ def test_wg_desc_offset_adds_inside_the_start_address_field_for_every_shared_add
                 assert packed(tile + off) == offset_form(tile, off), (tile, off)
 
 
+def test_wg_desc_chain_issues_each_products_k_loop_from_one_asm_statement() -> None:
+    import re
+
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    i = parse_knobs(str(gallery / "wgmma-tma-i.knobs.json"))
+    k = i.replace(wg_desc="chain")
+    assert "-descchain-" in k.slug() and k.recorded()["wg_desc"] == "chain"
+    src = render(k)
+    assert not [str(f) for f in check_source(src) if f.blocking]
+    # the consumer's two k loops become one call each; the offset form's descriptors give the bases
+    assert "wgmma_ss<BN>(s, desc_kmajor" not in src and "wgmma_rs<D>(o, pf[kk]" not in src
+    assert "WgSsChain<BN, KD>::template run<BM, BN, wg_desc_hi(1024)>(" in src
+    assert "WgRsChain<D, KN>::template run<v_desc_hi<BN>()>(  // wg_desc=chain\n          o, pf, uint32_t(" in src
+    assert render(k.replace(wg_desc="offset")) == render(i)  # i is the offset form
+    for d in (64, 128, 256):  # one wrapper per product and head dim: (N, k16 steps)
+        bn = k.wg_block_n(d)
+        assert f"struct WgSsChain<{bn}, {d // 16}> {{" in src and f"struct WgRsChain<{d}, {bn // 16}> {{" in src
+    qk = src.split("struct WgSsChain<128, 8> {")[1].split("\n};")[0]
+    ptx = qk.split('"')[1].split("\\n")
+    wgmmas = [n for n, line in enumerate(ptx) if line.startswith("wgmma.mma_async")]
+    # every step's descriptors exist before the first wgmma; the first zero-initializes S
+    assert len(wgmmas) == 8 and max(n for n, line in enumerate(ptx) if line.startswith("mov.b64")) < wgmmas[0]
+    assert ptx[wgmmas[0]].endswith("da0, db0, p0, 1, 1, 0, 0;") and ptx[wgmmas[7]].endswith("da7, db7, p1, 1, 1, 0, 0;")
+    # the immediates are the offset form's steps: K-major (kk >> 2) * ROWS * 128 + (kk & 3) * 32, >> 4
+    steps = re.findall(r'"n"\(\(\((\d+) >> 2\) \* (RA|RB) \* 8 \+ \(\d+ & 3\) \* 2\)\)', qk)
+    assert [int(kk) for kk, r in steps] == [*range(1, 8), *range(1, 8)]
+    for rows in (64, 80, 128, 192):
+        for kk in range(1, 16):
+            assert ((kk >> 2) * (rows * 128) + (kk & 3) * 32) >> 4 == (kk >> 2) * rows * 8 + (kk & 3) * 2
+    pv = src.split("struct WgRsChain<128, 8> {")[1].split("\n};")[0]
+    assert "add.u32 lb7, %96, 896;" in pv  # V's step 7: 7 * 2048 bytes >> 4 (after 64 + 32 operands)
+    assert pv.count("wgmma.mma_async") == 8 and '"r"(a[7][3]), "r"(b_lo), "n"(HI)' in pv
+
+
+@needs_nvcc
+def test_wg_desc_chain_compiles_without_spills_on_the_copy_engine_builds(tmp_path: Path) -> None:
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    src = tmp_path / "chain.cu"
+    src.write_text(render(parse_knobs(str(gallery / "wgmma-tma-i.knobs.json")).replace(wg_desc="chain")))
+    _spill_free(src, lambda name: name.startswith("_ZN3fam13attn_fwd_sm90") and "ELb1E" in name, 3)
+
+
 # -- wg_decode=wgmma: decode shapes on the Hopper kernel ---------------------------------------
 
 
@@ -1194,13 +1237,8 @@ def test_176_key_blocks_at_d128_fit_the_register_budget_and_leave_one_q_buffer(t
     assert k.wg_q_buffers(128) == 1 and k.wg_q_buffers(64) == 2  # two 176-key stages leave room for one Q
     src = tmp_path / "b176.cu"
     src.write_text(render(k))
-    built = compile_kernel(src, arch="sm_90a")
-    assert built.info.ok, built.info.log[-2000:]
-    entries = built.info.log.split("Compiling entry function '")[1:]
-    d128 = [b for b in entries if b.startswith("_ZN3fam13attn_fwd_sm90ILi128E")]
-    assert len(d128) == 2  # with tensor maps and the cp.async fallback
-    for b in d128:
-        assert " 0 bytes spill stores, 0 bytes spill loads" in b, b[:600]
+    # with tensor maps and the cp.async fallback
+    _spill_free(src, lambda name: name.startswith("_ZN3fam13attn_fwd_sm90ILi128E"), 2)
 
 
 # -- scripts/variant_table.py --rounds: an arm read against its rounds and a null arm ------------

@@ -110,7 +110,7 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "q_fragments": ("smem", "registers"),    # Q A-fragments re-read by ldmatrix, or kept in registers
         "softmax_exp": ("exp2_folded", "expf"),  # ex2.approx with scale*log2e folded into one FFMA, or expf
         "rescale": ("always", "lazy"),           # rescale O on every new max, or only past 2^8 growth
-        "wg_desc": ("fields", "offset"),         # mma=wgmma: each wgmma's shared-memory descriptor packed
+        "wg_desc": ("fields", "offset", "chain"),         # mma=wgmma: each wgmma's shared-memory descriptor packed
                                                  # from its fields, or the tile's descriptor plus the
                                                  # step's offset (one add; warpgroup index warp-uniform)
     },
@@ -331,7 +331,7 @@ class Knobs:
                       + ("-balsplit" if self.wg_split_rule == "balanced" else "")
                       + (f"-splitcost{self.wg_split_cost}" if self.wg_split_cost else "")
                       + {"direct": "", "smem": "-smemepi", "tma": "-tmaepi"}[self.wg_epilogue]
-                      + ("-descoff" if self.wg_desc == "offset" else "")
+                      + {"fields": "", "offset": "-descoff", "chain": "-descchain"}[self.wg_desc]
                       + ("-wgdec" if self.wg_decode == "wgmma" else "")
                       + ("-pubtile" if self.wg_tile_decode == "producer" else "")
                       + ("-oneq" if self.wg_epilogue_one_q else "")
