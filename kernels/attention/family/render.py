@@ -103,13 +103,13 @@ def wgmma_wrappers(ss: set[int], rs: set[int]) -> str:
 def _chain_wrapper(n: int, steps: int, rs: bool) -> str:
     """wg_desc=chain: one asm statement for a product's whole k loop (`steps` wgmmas of m64nNk16).
     Every step's descriptors are formed (low word: the base's plus the step's offset >> 4; high
-    word: the constant `hi`) before the first wgmma, all live at once, so that ptxas gives each
-    wgmma its own uniform-register quad and issues the chain back to back, as FA3's build does;
-    with one wgmma per statement it copied every step's descriptors into one quad, four uniform
-    operations and a wait on the previous wgmma's read of the quad between wgmmas (stop 31's
-    Nsight Compute source page). ss: A (Q) and B (K) K-major from shared memory, the step offsets
-    of A and B as immediates; the first wgmma zero-initializes D. rs: A (P) from registers, four
-    per step, B (V) MN-major, step kk 2048 bytes further; D accumulates."""
+    word: the constant `HI`) before the first wgmma, all live at once. The aim was FA3's SASS, where
+    each QK wgmma has its own uniform-register quad, formed before the chain, and the chain issues
+    back to back; with one wgmma per statement ptxas rewrites one quad before every wgmma (stop 31's
+    Nsight Compute source pages). ptxas 13.0 still reuses one quad here; what goes is the
+    per-block precomputation of the descriptors. ss: A (Q) and B (K) K-major from shared memory,
+    the step offsets of A and B as immediates; the first wgmma zero-initializes D. rs: A (P) from
+    registers, four per step, B (V) MN-major, step kk 2048 bytes further; D accumulates."""
     acc = n // 2
     names = "{" + ", ".join(f"%{i}" for i in range(acc)) + "}"
     cons = ", ".join(f'"+f"(d[{i}])' for i in range(acc))

@@ -110,9 +110,10 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "q_fragments": ("smem", "registers"),    # Q A-fragments re-read by ldmatrix, or kept in registers
         "softmax_exp": ("exp2_folded", "expf"),  # ex2.approx with scale*log2e folded into one FFMA, or expf
         "rescale": ("always", "lazy"),           # rescale O on every new max, or only past 2^8 growth
-        "wg_desc": ("fields", "offset", "chain"),         # mma=wgmma: each wgmma's shared-memory descriptor packed
+        "wg_desc": ("fields", "offset", "chain"),  # mma=wgmma: each wgmma's shared-memory descriptor packed
                                                  # from its fields, or the tile's descriptor plus the
-                                                 # step's offset (one add; warpgroup index warp-uniform)
+                                                 # step's offset (one add; warpgroup index warp-uniform),
+                                                 # or that with each product's k loop in one asm statement
     },
     "scheduling": {
         "grid_order": ("m_fastest", "head_fastest", "heavy_first"),
