@@ -1124,7 +1124,7 @@ def test_the_leader_compiles_without_spills() -> None:
 
 
 def test_wg_desc_is_a_math_knob_whose_offset_form_renders_one_add_per_step() -> None:
-    assert KNOB_LAYER["wg_desc"] == "math" and KNOB_SPACE["math"]["wg_desc"] == ("fields", "offset", "chain")
+    assert KNOB_LAYER["wg_desc"] == "math" and KNOB_SPACE["math"]["wg_desc"] == ("fields", "offset", "hoist")
     gallery = ROOT / "kernels" / "attention" / "gallery"
     d = parse_knobs(str(gallery / "wgmma-tma-d.knobs.json"))
     assert render(d.replace(wg_desc="fields")) == (gallery / "wgmma-tma-d.cu").read_text()
@@ -1164,46 +1164,38 @@ def test_wg_desc_offset_adds_inside_the_start_address_field_for_every_shared_add
                 assert packed(tile + off) == offset_form(tile, off), (tile, off)
 
 
-def test_wg_desc_chain_issues_each_products_k_loop_from_one_asm_statement() -> None:
-    import re
+def test_wg_desc_hoist_forms_qs_descriptors_once_per_tile_where_they_fit() -> None:
+    import difflib
 
     gallery = ROOT / "kernels" / "attention" / "gallery"
     i = parse_knobs(str(gallery / "wgmma-tma-i.knobs.json"))
-    k = i.replace(wg_desc="chain")
-    assert "-descchain-" in k.slug() and k.recorded()["wg_desc"] == "chain"
+    k = i.replace(wg_desc="hoist")
+    assert "-deschoist-" in k.slug() and k.recorded()["wg_desc"] == "hoist"
     src = render(k)
     assert not [str(f) for f in check_source(src) if f.blocking]
-    # the consumer's two k loops become one call each; the offset form's descriptors give the bases
-    assert "wgmma_ss<BN>(s, desc_kmajor" not in src and "wgmma_rs<D>(o, pf[kk]" not in src
-    assert "WgSsChain<BN, KD>::template run<BM, BN, wg_desc_hi(1024)>(" in src
-    assert "WgRsChain<D, KN>::template run<v_desc_hi<BN>()>(  // wg_desc=chain\n          o, pf, uint32_t(" in src
-    assert render(k.replace(wg_desc="offset")) == render(i)  # i is the offset form
-    for d in (64, 128, 256):  # one wrapper per product and head dim: (N, k16 steps)
-        bn = k.wg_block_n(d)
-        assert f"struct WgSsChain<{bn}, {d // 16}> {{" in src and f"struct WgRsChain<{d}, {bn // 16}> {{" in src
-    qk = src.split("struct WgSsChain<128, 8> {")[1].split("\n};")[0]
-    ptx = qk.split('"')[1].split("\\n")
-    wgmmas = [n for n, line in enumerate(ptx) if line.startswith("wgmma.mma_async")]
-    # every step's descriptors exist before the first wgmma; the first zero-initializes S
-    assert len(wgmmas) == 8 and max(n for n, line in enumerate(ptx) if line.startswith("mov.b64")) < wgmmas[0]
-    assert ptx[wgmmas[0]].endswith("da0, db0, p0, 1, 1, 0, 0;") and ptx[wgmmas[7]].endswith("da7, db7, p1, 1, 1, 0, 0;")
-    # the immediates are the offset form's steps: K-major (kk >> 2) * ROWS * 128 + (kk & 3) * 32, >> 4
-    steps = re.findall(r'"n"\(\(\((\d+) >> 2\) \* (RA|RB) \* 8 \+ \(\d+ & 3\) \* 2\)\)', qk)
-    assert [int(kk) for kk, r in steps] == [*range(1, 8), *range(1, 8)]
-    for rows in (64, 80, 128, 192):
-        for kk in range(1, 16):
-            assert ((kk >> 2) * (rows * 128) + (kk & 3) * 32) >> 4 == (kk >> 2) * rows * 8 + (kk & 3) * 2
-    pv = src.split("struct WgRsChain<128, 8> {")[1].split("\n};")[0]
-    assert "add.u32 lb7, %96, 896;" in pv  # V's step 7: 7 * 2048 bytes >> 4 (after 64 + 32 operands)
-    assert pv.count("wgmma.mma_async") == 8 and '"r"(a[7][3]), "r"(b_lo), "n"(HI)' in pv
+    # against the offset form (i): Q's descriptors move out of S = Q K^T's loop, nothing else changes
+    diff = list(difflib.unified_diff(render(i).splitlines(), src.splitlines(), lineterm="", n=0))
+    removed = [d[1:] for d in diff if d.startswith("-") and not d.startswith("---")]
+    added = [d[1:] for d in diff if d.startswith("+") and not d.startswith("+++")]
+    assert removed == ['//    "wg_desc": "offset",',
+                       "        wgmma_ss<BN>(s, desc_kmajor<BM>(q_cur, c * 64, kk), "
+                       "desc_kmajor<BN>(k_s + st * C::kKVBytes, 0, kk), kk > 0);"]
+    assert added[0] == '//    "wg_desc": "hoist",'
+    assert added[-1] == "        wgmma_ss<BN>(s, q_desc(kk), desc_kmajor<BN>(k_s + st * C::kKVBytes, 0, kk), kk > 0);"
+    hoisted = "\n".join(added[1:-1])
+    # formed before the block loop's lambdas, from the tile's Q buffer, at d64/d128 only (8 steps)
+    assert "constexpr bool kHoistQ = KD <= 8;" in hoisted
+    assert "for (int kk = 0; kk < KD; ++kk) qd[kk] = desc_kmajor<BM>(q_cur, c * 64, kk);" in hoisted
+    assert "else return desc_kmajor<BM>(q_cur, c * 64, kk);" in hoisted  # d256: the loop's own
+    assert src.index("uint64_t qd[kHoistQ ? KD : 1];") < src.index("auto issue_qk = [&](int j) {")
 
 
 @needs_nvcc
-def test_wg_desc_chain_compiles_without_spills_on_the_copy_engine_builds(tmp_path: Path) -> None:
+def test_wg_desc_hoist_compiles_without_spills(tmp_path: Path) -> None:
     gallery = ROOT / "kernels" / "attention" / "gallery"
-    src = tmp_path / "chain.cu"
-    src.write_text(render(parse_knobs(str(gallery / "wgmma-tma-i.knobs.json")).replace(wg_desc="chain")))
-    _spill_free(src, lambda name: name.startswith("_ZN3fam13attn_fwd_sm90") and "ELb1E" in name, 3)
+    src = tmp_path / "hoist.cu"
+    src.write_text(render(parse_knobs(str(gallery / "wgmma-tma-i.knobs.json")).replace(wg_desc="hoist")))
+    _spill_free(src, lambda name: name.startswith("_ZN3fam13attn_fwd_sm90"), 5)
 
 
 # -- wg_decode=wgmma: decode shapes on the Hopper kernel ---------------------------------------

@@ -128,10 +128,10 @@ LEADER_E = ("mma=wgmma,persistent=true,wg_load=tma,wg_q_stages=2,wg_wide_d64=tru
     pytest.param(LEADER_E + ",wg_epilogue=tma,wg_tile_decode=producer", id="leader-e-tma-epilogue-producer"),
     # the gallery's wgmma-tma-f with d256's one Q buffer staging the output for the copy engine
     pytest.param(LEADER_E + ",wg_epilogue=tma,wg_tile_decode=producer,wg_epilogue_one_q=true", id="leader-f-one-q"),
-    # the gallery's wgmma-tma-i with each product's k loop in one asm statement (wg_desc=chain)
+    # the gallery's wgmma-tma-i with Q's descriptors formed once per tile (wg_desc=hoist)
     pytest.param(LEADER_E + ",wg_epilogue=tma,wg_tile_decode=producer,wg_epilogue_one_q=true,wg_kv_order=k_ahead,"
-                 "wg_stages_d64=4,wg_full_order=m_fastest,wg_kv_fence=cp_async,wg_split_cost=8,wg_desc=chain",
-                 id="leader-i-desc-chain"),
+                 "wg_stages_d64=4,wg_full_order=m_fastest,wg_kv_fence=cp_async,wg_split_cost=8,wg_desc=hoist",
+                 id="leader-i-desc-hoist"),
 ])
 def test_tma_family_kernels_pass_a_subset_without_the_cp_async_fallback(spec: str, tmp_path: Path) -> None:
     # The check build: a call whose tensor maps cannot be encoded fails instead of silently

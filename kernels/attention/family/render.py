@@ -100,66 +100,6 @@ def wgmma_wrappers(ss: set[int], rs: set[int]) -> str:
     return "\n".join(out)
 
 
-def _chain_wrapper(n: int, steps: int, rs: bool) -> str:
-    """wg_desc=chain: one asm statement for a product's whole k loop (`steps` wgmmas of m64nNk16).
-    Every step's descriptors are formed (low word: the base's plus the step's offset >> 4; high
-    word: the constant `HI`) before the first wgmma, all live at once. The aim was FA3's SASS, where
-    each QK wgmma has its own uniform-register quad, formed before the chain, and the chain issues
-    back to back; with one wgmma per statement ptxas rewrites one quad before every wgmma (stop 31's
-    Nsight Compute source pages). ptxas 13.0 still reuses one quad here; what goes is the
-    per-block precomputation of the descriptors. ss: A (Q) and B (K) K-major from shared memory,
-    the step offsets of A and B as immediates; the first wgmma zero-initializes D. rs: A (P) from
-    registers, four per step, B (V) MN-major, step kk 2048 bytes further; D accumulates."""
-    acc = n // 2
-    names = "{" + ", ".join(f"%{i}" for i in range(acc)) + "}"
-    cons = ", ".join(f'"+f"(d[{i}])' for i in range(acc))
-    body = []
-    if rs:
-        a0 = acc + 4 * steps  # after the accumulators and the A fragments
-        b_lo, hi = a0, a0 + 1
-        decl = [".reg .pred p;", f".reg .b32 lb<{steps}>;", f".reg .b64 db<{steps}>;",
-                f"setp.eq.b32 p, %{b_lo}, %{b_lo};"]
-        for kk in range(steps):
-            body.append(f"add.u32 lb{kk}, %{b_lo}, {kk * 128};" if kk else f"mov.b32 lb0, %{b_lo};")
-            body.append(f"mov.b64 db{kk}, {{lb{kk}, %{hi}}};")
-        for kk in range(steps):
-            a = ", ".join(f"%{acc + 4 * kk + i}" for i in range(4))
-            body.append(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 {names}, {{{a}}}, db{kk}, p, 1, 1, 1;")
-        ins = ", ".join(f'"r"(a[{kk}][{i}])' for kk in range(steps) for i in range(4))
-        ins += ', "r"(b_lo), "n"(HI)'
-        params = f"const uint32_t (&a)[{steps}][4], uint32_t b_lo"
-    else:
-        a_lo, b_lo, hi = acc, acc + 1, acc + 2
-        offs = acc + 3  # A's step offsets (steps - 1), then B's
-        decl = [".reg .pred p0, p1;", f".reg .b32 la<{steps}>, lb<{steps}>;", f".reg .b64 da<{steps}>, db<{steps}>;",
-                f"setp.ne.b32 p0, %{a_lo}, %{a_lo};", f"setp.eq.b32 p1, %{a_lo}, %{a_lo};"]
-        for kk in range(steps):
-            for x, base, o in (("a", a_lo, offs + kk - 1), ("b", b_lo, offs + steps - 1 + kk - 1)):
-                body.append(f"add.u32 l{x}{kk}, %{base}, %{o};" if kk else f"mov.b32 l{x}0, %{base};")
-                body.append(f"mov.b64 d{x}{kk}, {{l{x}{kk}, %{hi}}};")
-        for kk in range(steps):
-            body.append(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 {names}, da{kk}, db{kk}, "
-                        f"p{1 if kk else 0}, 1, 1, 0, 0;")
-        step = "(({kk} >> 2) * {R} * 8 + ({kk} & 3) * 2)"
-        ins = '"r"(a_lo), "r"(b_lo), "n"(HI)'
-        ins += "".join(f', "n"({step.format(kk=kk, R=r)})' for r in ("RA", "RB") for kk in range(1, steps))
-        params = "uint32_t a_lo, uint32_t b_lo"
-    asm = "\\n".join(decl + body)
-    name = "WgRsChain" if rs else "WgSsChain"
-    tparams = "template <int RA, int RB, uint32_t HI>" if not rs else "template <uint32_t HI>"
-    return (f"template <>\nstruct {name}<{n}, {steps}> {{\n  {tparams}\n"
-            f"  __device__ static __forceinline__ void run(float (&d)[{acc}], {params}) {{\n"
-            f'    asm volatile(\n        "{{\\n{asm}\\n}}\\n"\n        : {cons}\n        : {ins});\n  }}\n}};')
-
-
-def wgmma_chain_wrappers(ss: set[tuple[int, int]], rs: set[tuple[int, int]]) -> str:
-    """wg_desc=chain's wrappers, one per (N, steps) of each product a file instantiates."""
-    out = ["template <int N, int K>\nstruct WgSsChain;", "template <int N, int K>\nstruct WgRsChain;"]
-    out += [_chain_wrapper(n, steps, False) for n, steps in sorted(ss)]
-    out += [_chain_wrapper(n, steps, True) for n, steps in sorted(rs)]
-    return "\n".join(out)
-
-
 def sm90_constants(k: Knobs) -> str:
     lines = [
         f"constexpr int kWgConsumers = {k.wg_consumers};  // wg_consumers",
@@ -1467,38 +1407,30 @@ _KV_WAITS = tuple(
     for bar in ("k_full", "v_full"))
 
 
-# wg_desc=chain (after wg_desc=offset's edits): each product's k loop is one asm statement
-# (wgmma_chain_wrappers) given the two operands' base low words; the high words are constants.
-_CHAIN_HI = (
-    "template <int ROWS>\n"
-    "__device__ __forceinline__ uint64_t desc_mnmajor(uint32_t tile, int kk) {\n",
-    "// wg_desc=chain: a descriptor's high word (stride byte offset, 128-byte swizzle) is a constant\n"
-    "__host__ __device__ constexpr uint32_t wg_desc_hi(uint32_t sbo) { return ((sbo >> 4) & 0x3FFF) | (1u << 30); }\n"
-    "template <int ROWS>\n"
-    "__host__ __device__ constexpr uint32_t v_desc_hi() {\n"
-    "#if SOCRATIC_SM90_VDESC_SWAP\n"
-    "  return wg_desc_hi(ROWS * 128);\n"
-    "#else\n"
-    "  return wg_desc_hi(1024);\n"
-    "#endif\n"
-    "}\n"
-    "template <int ROWS>\n"
-    "__device__ __forceinline__ uint64_t desc_mnmajor(uint32_t tile, int kk) {\n",
-)
-_CHAIN_EDITS: tuple[tuple[str, str], ...] = (
-    _CHAIN_HI,
-    ("#pragma unroll\n"
-     "      for (int kk = 0; kk < KD; ++kk)\n"
-     "        wgmma_ss<BN>(s, desc_kmajor<BM>(q_cur, c * 64, kk), "
-     "desc_kmajor<BN>(k_s + st * C::kKVBytes, 0, kk), kk > 0);\n",
-     "      WgSsChain<BN, KD>::template run<BM, BN, wg_desc_hi(1024)>(  // wg_desc=chain\n"
-     "          s, uint32_t(desc_kmajor<BM>(q_cur, c * 64, 0)),\n"
-     "          uint32_t(desc_kmajor<BN>(k_s + st * C::kKVBytes, 0, 0)));\n"),
-    ("#pragma unroll\n"
-     "      for (int kk = 0; kk < KN; ++kk) wgmma_rs<D>(o, pf[kk], "
-     "desc_mnmajor<BN>(v_s + st * C::kKVBytes, kk));\n",
-     "      WgRsChain<D, KN>::template run<v_desc_hi<BN>()>(  // wg_desc=chain\n"
-     "          o, pf, uint32_t(desc_mnmajor<BN>(v_s + st * C::kKVBytes, 0)));\n"),
+# wg_desc=hoist (after wg_desc=offset's edits): Q's descriptors are formed once per tile, before
+# the block loop, where the head dim's S = Q K^T has at most 8 k16 steps (d64, d128). ptxas then
+# keeps each step's Q half in a uniform-register quad of its own and writes only K's half before
+# the chain, which issues back to back: FA3's SASS. Formed inside the loop, the descriptors were
+# rebuilt every block (~25 uniform operations) and copied into one quad before every wgmma (stop
+# 31's Nsight Compute source pages and cuobjdump). At d256 (16 steps) the 16 descriptors do not
+# fit the uniform registers (ptxas moved them through R2UR: 79 against 26), so d256 keeps the
+# loop's own.
+_HOIST_EDITS: tuple[tuple[str, str], ...] = (
+    ("    // S = Q K^T of block j, issued (not waited for).\n",
+     "    // wg_desc=hoist: Q's descriptors once per tile (at most 8 steps: d64, d128)\n"
+     "    constexpr bool kHoistQ = KD <= 8;\n"
+     "    uint64_t qd[kHoistQ ? KD : 1];\n"
+     "    if constexpr (kHoistQ) {\n"
+     "#pragma unroll\n"
+     "      for (int kk = 0; kk < KD; ++kk) qd[kk] = desc_kmajor<BM>(q_cur, c * 64, kk);\n"
+     "    }\n"
+     "    auto q_desc = [&](int kk) {\n"
+     "      if constexpr (kHoistQ) return qd[kk];\n"
+     "      else return desc_kmajor<BM>(q_cur, c * 64, kk);\n"
+     "    };\n"
+     "    // S = Q K^T of block j, issued (not waited for).\n"),
+    ("        wgmma_ss<BN>(s, desc_kmajor<BM>(q_cur, c * 64, kk), ",
+     "        wgmma_ss<BN>(s, q_desc(kk), "),
 )
 
 
@@ -1536,10 +1468,10 @@ def sm90_section(k: Knobs) -> str:
         text = _with_tma_epilogue(text)
     if k.wg_epilogue_one_q:
         text = _swap(text, *_ONE_Q_STAGE)
-    if k.wg_desc in ("offset", "chain"):
+    if k.wg_desc in ("offset", "hoist"):
         text = _with_desc_offset(text)
-    if k.wg_desc == "chain":
-        text = _swap_each(text, _CHAIN_EDITS)
+    if k.wg_desc == "hoist":
+        text = _swap_each(text, _HOIST_EDITS)
     if _stages_by_dim(k):
         text = _with_stages_by_dim(text, k)
     if k.wg_kv_fence == "cp_async":
@@ -1550,11 +1482,7 @@ def sm90_section(k: Knobs) -> str:
         text = _swap(text, _KV_IN_ORDER, _KV_K_AHEAD)
     if k.wg_decode == "wgmma":
         text = _swap(text, *_DECODE_USE)
-    wrappers = wgmma_wrappers(ss, rs)
-    if k.wg_desc == "chain":  # each head dim's two products: (N, k16 steps)
-        wrappers += "\n" + wgmma_chain_wrappers({(k.wg_block_n(d), d // 16) for d in HEAD_DIMS},
-                                                 {(d, k.wg_block_n(d) // 16) for d in HEAD_DIMS})
-    return text.replace("//@@SM90_WGMMA@@", wrappers)
+    return text.replace("//@@SM90_WGMMA@@", wgmma_wrappers(ss, rs))
 
 
 def render(knobs: Knobs) -> str:

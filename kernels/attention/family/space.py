@@ -110,10 +110,10 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "q_fragments": ("smem", "registers"),    # Q A-fragments re-read by ldmatrix, or kept in registers
         "softmax_exp": ("exp2_folded", "expf"),  # ex2.approx with scale*log2e folded into one FFMA, or expf
         "rescale": ("always", "lazy"),           # rescale O on every new max, or only past 2^8 growth
-        "wg_desc": ("fields", "offset", "chain"),  # mma=wgmma: each wgmma's shared-memory descriptor packed
+        "wg_desc": ("fields", "offset", "hoist"),  # mma=wgmma: each wgmma's shared-memory descriptor packed
                                                  # from its fields, or the tile's descriptor plus the
                                                  # step's offset (one add; warpgroup index warp-uniform),
-                                                 # or that with each product's k loop in one asm statement
+                                                 # or that with Q's formed once per tile (d64, d128)
     },
     "scheduling": {
         "grid_order": ("m_fastest", "head_fastest", "heavy_first"),
@@ -332,7 +332,7 @@ class Knobs:
                       + ("-balsplit" if self.wg_split_rule == "balanced" else "")
                       + (f"-splitcost{self.wg_split_cost}" if self.wg_split_cost else "")
                       + {"direct": "", "smem": "-smemepi", "tma": "-tmaepi"}[self.wg_epilogue]
-                      + {"fields": "", "offset": "-descoff", "chain": "-descchain"}[self.wg_desc]
+                      + {"fields": "", "offset": "-descoff", "hoist": "-deschoist"}[self.wg_desc]
                       + ("-wgdec" if self.wg_decode == "wgmma" else "")
                       + ("-pubtile" if self.wg_tile_decode == "producer" else "")
                       + ("-oneq" if self.wg_epilogue_one_q else "")
