@@ -1188,6 +1188,10 @@ def test_wg_desc_hoist_forms_qs_descriptors_once_per_tile_where_they_fit() -> No
     assert "for (int kk = 0; kk < KD; ++kk) qd[kk] = desc_kmajor<BM>(q_cur, c * 64, kk);" in hoisted
     assert "else return desc_kmajor<BM>(q_cur, c * 64, kk);" in hoisted  # d256: the loop's own
     assert src.index("uint64_t qd[kHoistQ ? KD : 1];") < src.index("auto issue_qk = [&](int j) {")
+    # without the Q ring (wg_q_stages=1) the tile's Q buffer is the one buffer q_s
+    plain = render(parse_knobs("mma=wgmma,wg_desc=hoist"))
+    assert "qd[kk] = desc_kmajor<BM>(q_s, c * 64, kk);" in plain and "wgmma_ss<BN>(s, q_desc(kk), " in plain
+    assert not [str(f) for f in check_source(plain) if f.blocking]
 
 
 @needs_nvcc

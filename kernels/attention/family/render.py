@@ -1415,23 +1415,27 @@ _KV_WAITS = tuple(
 # 31's Nsight Compute source pages and cuobjdump). At d256 (16 steps) the 16 descriptors do not
 # fit the uniform registers (ptxas moved them through R2UR: 79 against 26), so d256 keeps the
 # loop's own.
-_HOIST_EDITS: tuple[tuple[str, str], ...] = (
-    ("    // S = Q K^T of block j, issued (not waited for).\n",
-     "    // wg_desc=hoist: Q's descriptors once per tile (at most 8 steps: d64, d128)\n"
-     "    constexpr bool kHoistQ = KD <= 8;\n"
-     "    uint64_t qd[kHoistQ ? KD : 1];\n"
-     "    if constexpr (kHoistQ) {\n"
-     "#pragma unroll\n"
-     "      for (int kk = 0; kk < KD; ++kk) qd[kk] = desc_kmajor<BM>(q_cur, c * 64, kk);\n"
-     "    }\n"
-     "    auto q_desc = [&](int kk) {\n"
-     "      if constexpr (kHoistQ) return qd[kk];\n"
-     "      else return desc_kmajor<BM>(q_cur, c * 64, kk);\n"
-     "    };\n"
-     "    // S = Q K^T of block j, issued (not waited for).\n"),
-    ("        wgmma_ss<BN>(s, desc_kmajor<BM>(q_cur, c * 64, kk), ",
-     "        wgmma_ss<BN>(s, q_desc(kk), "),
-)
+def _with_desc_hoist(text: str) -> str:
+    """wg_desc=hoist on the Hopper section (after the offset form's edits). The tile's Q buffer is
+    `q_cur` with the Q ring (wg_q_stages=2) and the one buffer `q_s` without it."""
+    q = "q_cur" if "wgmma_ss<BN>(s, desc_kmajor<BM>(q_cur, c * 64, kk), " in text else "q_s"
+    return _swap_each(text, (
+        ("    // S = Q K^T of block j, issued (not waited for).\n",
+         "    // wg_desc=hoist: Q's descriptors once per tile (at most 8 steps: d64, d128)\n"
+         "    constexpr bool kHoistQ = KD <= 8;\n"
+         "    uint64_t qd[kHoistQ ? KD : 1];\n"
+         "    if constexpr (kHoistQ) {\n"
+         "#pragma unroll\n"
+         f"      for (int kk = 0; kk < KD; ++kk) qd[kk] = desc_kmajor<BM>({q}, c * 64, kk);\n"
+         "    }\n"
+         "    auto q_desc = [&](int kk) {\n"
+         "      if constexpr (kHoistQ) return qd[kk];\n"
+         f"      else return desc_kmajor<BM>({q}, c * 64, kk);\n"
+         "    };\n"
+         "    // S = Q K^T of block j, issued (not waited for).\n"),
+        (f"        wgmma_ss<BN>(s, desc_kmajor<BM>({q}, c * 64, kk), ",
+         "        wgmma_ss<BN>(s, q_desc(kk), "),
+    ))
 
 
 def _with_desc_offset(text: str) -> str:
@@ -1471,7 +1475,7 @@ def sm90_section(k: Knobs) -> str:
     if k.wg_desc in ("offset", "hoist"):
         text = _with_desc_offset(text)
     if k.wg_desc == "hoist":
-        text = _swap_each(text, _HOIST_EDITS)
+        text = _with_desc_hoist(text)
     if _stages_by_dim(k):
         text = _with_stages_by_dim(text, k)
     if k.wg_kv_fence == "cp_async":
