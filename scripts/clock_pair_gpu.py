@@ -69,24 +69,44 @@ def main(argv: list[str]) -> int:
     if len(argv) < 3:
         print(__doc__, file=sys.stderr)
         return 2
-    seconds, scenario, arms = float(argv[0]), argv[1], argv[2:]
+    try:
+        seconds = float(argv[0])
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        print(f"SECONDS must be a positive number of seconds, not {argv[0]!r}", file=sys.stderr)
+        return 2
+    scenario, arms = argv[1], argv[2:]
+    missing = [a for a in arms if a != "fa3" and not Path(a).is_file()]
+    if missing:
+        print(f"no kernel file {missing[0]!r} (an arm is KERNEL.cu or fa3)", file=sys.stderr)
+        return 2
     from ncu_drive import scenario_call
 
-    calls = {a: scenario_call(a, scenario) for a in arms}
-    log = Path(tempfile.mkstemp(suffix=".csv")[1])
-    smi = subprocess.Popen(["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits",
-                            "-lms", "50", "-f", str(log)])
     try:
-        time.sleep(1.0)
-        windows = []
-        for r, order in enumerate((arms, arms[::-1]), 1):
-            for a in order:
-                windows.append((r, a, *_window(calls[a], seconds)))
-                time.sleep(1.0)  # the board cools a little between arms, the same for each
-    finally:
-        smi.terminate()
-        smi.wait()
-    samples = _samples(log)
+        calls = {a: scenario_call(a, scenario) for a in arms}
+    except (ValueError, RuntimeError) as exc:  # an unknown scenario; FA3 not loadable here
+        print(exc, file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "clocks.csv"
+        try:
+            smi = subprocess.Popen(["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits",
+                                    "-lms", "50", "-f", str(log)])
+        except FileNotFoundError:
+            print("nvidia-smi is not on PATH: there is no clock to sample", file=sys.stderr)
+            return 2
+        try:
+            time.sleep(1.0)
+            windows = []
+            for r, order in enumerate((arms, arms[::-1]), 1):
+                for a in order:
+                    windows.append((r, a, *_window(calls[a], seconds)))
+                    time.sleep(1.0)  # the board cools a little between arms, the same for each
+        finally:
+            smi.terminate()
+            smi.wait()
+        samples = _samples(log)
     print(f"{scenario}: {len(samples)} clock samples")
     print(f"{'arm':<44} round  ms/call   MHz     W  Mcycles/call")
     for r, a, ms, start, end in windows:

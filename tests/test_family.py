@@ -1308,6 +1308,27 @@ def test_ncu_drive_names_a_missing_scenario_before_it_touches_the_gpu() -> None:
     assert missing.returncode == 2 and "no scenario named 'prefill-d999-nowhere'" in missing.stderr
 
 
+def test_clock_pair_refuses_bad_arguments_before_it_touches_the_gpu(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = str(ROOT / "scripts" / "clock_pair_gpu.py")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, script, *args], capture_output=True, text=True, cwd=ROOT, env=env)
+
+    usage = run("3")
+    assert usage.returncode == 2 and "SECONDS SCENARIO KERNEL.cu|fa3" in usage.stderr
+    for bad in ("0", "-1", "soon"):
+        r = run(bad, "prefill-d128-s1024-b16-h16-full", "fa3")
+        assert r.returncode == 2 and f"SECONDS must be a positive number of seconds, not {bad!r}" in r.stderr
+    gone = run("3", "prefill-d128-s1024-b16-h16-full", str(tmp_path / "gone.cu"))
+    assert gone.returncode == 2 and "no kernel file" in gone.stderr and "gone.cu" in gone.stderr
+    unknown = run("3", "prefill-d999-nowhere", "fa3")
+    assert unknown.returncode == 2 and "no scenario named 'prefill-d999-nowhere'" in unknown.stderr
+
+
 # -- wg_kv_order, wg_stages_d64/d128, wg_full_order, wg_cluster (stop 29) -------------------------
 
 

@@ -92,6 +92,15 @@ LEADER_E = ("mma=wgmma,persistent=true,wg_load=tma,wg_q_stages=2,wg_wide_d64=tru
             "decode_kv_warps=2,stages=3,tile_d256=64x32x4,wg_scheduler=dynamic,wg_l2_sections=32,"
             "wg_split_rule=balanced,split_combine=wide,rescale=lazy,wg_epilogue=smem,wg_desc=offset,"
             "wg_decode=wgmma")
+# the gallery's wgmma-tma-f (LEADER_E + the copy engine's epilogue and the producer's tile decode)
+LEADER_F = LEADER_E + ",wg_epilogue=tma,wg_tile_decode=producer"
+# the gallery's wgmma-tma-g (K a block ahead of V, four d64 stages, FA3's non-causal order)
+LEADER_G = LEADER_F + ",wg_kv_order=k_ahead,wg_stages_d64=4,wg_full_order=m_fastest"
+# the gallery's wgmma-tma-h (no proxy fence after a copy-engine K/V block; a split plan charged 8 key
+# blocks for its combine, so ragged causal and long chunked calls of ~128 tiles stay one launch)
+LEADER_H = LEADER_G + ",wg_kv_fence=cp_async,wg_split_cost=8"
+# the gallery's wgmma-tma-i (wgmma-tma-h with d256's output staged in its one Q buffer)
+LEADER_I = LEADER_H + ",wg_epilogue_one_q=true"
 
 
 @pytest.mark.gpu
@@ -129,9 +138,7 @@ LEADER_E = ("mma=wgmma,persistent=true,wg_load=tma,wg_q_stages=2,wg_wide_d64=tru
     # the gallery's wgmma-tma-f with d256's one Q buffer staging the output for the copy engine
     pytest.param(LEADER_E + ",wg_epilogue=tma,wg_tile_decode=producer,wg_epilogue_one_q=true", id="leader-f-one-q"),
     # the gallery's wgmma-tma-i with Q's descriptors formed once per tile (wg_desc=hoist)
-    pytest.param(LEADER_E + ",wg_epilogue=tma,wg_tile_decode=producer,wg_epilogue_one_q=true,wg_kv_order=k_ahead,"
-                 "wg_stages_d64=4,wg_full_order=m_fastest,wg_kv_fence=cp_async,wg_split_cost=8,wg_desc=hoist",
-                 id="leader-i-desc-hoist"),
+    pytest.param(LEADER_I + ",wg_desc=hoist", id="leader-i-desc-hoist"),
 ])
 def test_tma_family_kernels_pass_a_subset_without_the_cp_async_fallback(spec: str, tmp_path: Path) -> None:
     # The check build: a call whose tensor maps cannot be encoded fails instead of silently
@@ -214,12 +221,6 @@ def test_scheduling_knobs_pass_every_causal_scenario(spec: str, tmp_path: Path) 
     assert not bad, (spec, bad)
 
 
-# the gallery's wgmma-tma-f (LEADER_E + the copy engine's epilogue and the producer's tile decode)
-LEADER_F = LEADER_E + ",wg_epilogue=tma,wg_tile_decode=producer"
-# the gallery's wgmma-tma-g (K a block ahead of V, four d64 stages, FA3's non-causal order)
-LEADER_G = LEADER_F + ",wg_kv_order=k_ahead,wg_stages_d64=4,wg_full_order=m_fastest"
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("spec", [
     # wgmma-tma-f with K copied a block ahead of V, four K/V stages at d64, a K/V head's m blocks side
@@ -250,11 +251,6 @@ def test_cluster_pairs_pass_every_full_scenario(spec: str, tmp_path: Path) -> No
     assert not bad, (spec, bad)
 
 
-# the gallery's wgmma-tma-h (no proxy fence after a copy-engine K/V block; a split plan charged 8 key
-# blocks for its combine, so ragged causal and long chunked calls of ~128 tiles stay one launch)
-LEADER_H = LEADER_G + ",wg_kv_fence=cp_async,wg_split_cost=8"
-
-
 @pytest.mark.gpu
 def test_leader_h_passes_every_scenario_its_split_plans_touch(tmp_path: Path) -> None:
     # Strict build over the categories whose split counts the charge moves or keeps: ragged (now
@@ -265,10 +261,6 @@ def test_leader_h_passes_every_scenario_its_split_plans_touch(tmp_path: Path) ->
     chosen = [s for s in default_suite() if s.category in ("ragged", "chunked", "decode")]
     bad = _failures(src, chosen)
     assert not bad, bad
-
-
-# the gallery's wgmma-tma-i (wgmma-tma-h with d256's output staged in its one Q buffer)
-LEADER_I = LEADER_H + ",wg_epilogue_one_q=true"
 
 
 @pytest.mark.gpu
