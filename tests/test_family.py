@@ -300,9 +300,11 @@ def test_tma_render_builds_maps_per_call_and_keeps_the_cp_async_fallback() -> No
 @needs_nvcc
 def _spill_free(src: Path, keep: Callable[[str], bool], count: int) -> None:
     """Compiles `src` for sm_90a and checks that the `count` entry functions whose mangled names
-    `keep` selects compiled without a spill (ptxas's report of each entry)."""
+    `keep` selects compiled without a spill (ptxas's report of each entry), and that ptxas kept
+    every wgmma asynchronous (its C75xx warnings name the function it serialized)."""
     built = compile_kernel(src, arch="sm_90a")
     assert built.info.ok, built.info.log[-2000:]
+    assert "instructions are serialized" not in built.info.log, built.info.log[-3000:]
     entries = built.info.log.split("Compiling entry function '")[1:]
     chosen = [b for b in entries if keep(b.split("'")[0])]
     assert len(chosen) == count, built.info.log[-3000:]
@@ -325,7 +327,7 @@ def test_tma_kernel_compiles_without_spills(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["wgmma-tma-a", "wgmma-tma-b", "wgmma-tma-c", "wgmma-tma-d", "wgmma-tma-e",
                                   "wgmma-tma-f", "wgmma-tma-g", "wgmma-tma-h",
-                                  "wgmma-tma-i"])
+                                  "wgmma-tma-i", "wgmma-tma-j"])
 def test_tma_gallery_reports_were_measured_on_the_strict_build_of_the_gallery_file(name: str) -> None:
     import hashlib
 
@@ -1032,7 +1034,7 @@ def test_wg_epilogue_one_q_stages_the_one_q_buffer_head_dim_only_for_the_copy_en
 
 def test_the_gpu_tests_name_the_gallery_settings_they_say() -> None:
     # tests/gpu builds its leader variants from LEADER_E; a drift would test another kernel quietly
-    from tests.gpu.test_family_gpu import LEADER_E, LEADER_F, LEADER_G, LEADER_H, LEADER_I
+    from tests.gpu.test_family_gpu import LEADER_E, LEADER_F, LEADER_G, LEADER_H, LEADER_I, LEADER_J
 
     gallery = ROOT / "kernels" / "attention" / "gallery"
     e = parse_knobs(str(gallery / "wgmma-tma-e.knobs.json"))
@@ -1046,6 +1048,8 @@ def test_the_gpu_tests_name_the_gallery_settings_they_say() -> None:
     assert parse_knobs(LEADER_H) == parse_knobs(str(gallery / "wgmma-tma-h.knobs.json"))
     assert parse_knobs(LEADER_I) == parse_knobs(LEADER_H + ",wg_epilogue_one_q=true")
     assert parse_knobs(LEADER_I) == parse_knobs(str(gallery / "wgmma-tma-i.knobs.json"))
+    assert parse_knobs(LEADER_J) == parse_knobs(LEADER_I + ",wg_l2_hint=kv_last")
+    assert parse_knobs(LEADER_J) == parse_knobs(str(gallery / "wgmma-tma-j.knobs.json"))
 
 
 def test_wg_tile_decode_is_a_scheduling_knob_that_needs_the_dynamic_slots() -> None:
@@ -1098,12 +1102,14 @@ def test_wg_tile_decode_producer_publishes_the_whole_decode_and_the_end_in_eithe
 
 @needs_nvcc
 def test_the_leader_compiles_without_spills() -> None:
-    # wgmma-tma-i = wgmma-tma-d + wg_epilogue=smem + wg_desc=offset + wg_decode=wgmma (wgmma-tma-e)
+    # wgmma-tma-j = wgmma-tma-d + wg_epilogue=smem + wg_desc=offset + wg_decode=wgmma (wgmma-tma-e)
     # + wg_epilogue=tma + wg_tile_decode=producer (wgmma-tma-f) + wg_kv_order=k_ahead,
     # wg_stages_d64=4, wg_full_order=m_fastest (wgmma-tma-g) + wg_kv_fence=cp_async, wg_split_cost=8
-    # (wgmma-tma-h) + wg_epilogue_one_q=true
+    # (wgmma-tma-h) + wg_epilogue_one_q=true (wgmma-tma-i) + wg_l2_hint=kv_last
     gallery = ROOT / "kernels" / "attention" / "gallery"
-    i = parse_knobs(str(gallery / "wgmma-tma-i.knobs.json"))
+    j = parse_knobs(str(gallery / "wgmma-tma-j.knobs.json"))
+    i = j.replace(wg_l2_hint="none")
+    assert i == parse_knobs(str(gallery / "wgmma-tma-i.knobs.json"))
     h = i.replace(wg_epilogue_one_q=False)
     assert h == parse_knobs(str(gallery / "wgmma-tma-h.knobs.json"))
     k = h.replace(wg_kv_fence="every_block", wg_split_cost=0)
@@ -1117,7 +1123,8 @@ def test_the_leader_compiles_without_spills() -> None:
     assert render(k) == (gallery / "wgmma-tma-g.cu").read_text()
     assert render(h) == (gallery / "wgmma-tma-h.cu").read_text()
     assert render(i) == (gallery / "wgmma-tma-i.cu").read_text()
-    _spill_free(gallery / "wgmma-tma-i.cu", lambda name: name.startswith("_ZN3fam13attn_fwd_sm90"), 5)
+    assert render(j) == (gallery / "wgmma-tma-j.cu").read_text()
+    _spill_free(gallery / "wgmma-tma-j.cu", lambda name: name.startswith("_ZN3fam13attn_fwd_sm90"), 5)
 
 
 # -- wg_desc=offset: a descriptor as the tile's plus the k-step's offset ---------------------------
@@ -1194,12 +1201,141 @@ def test_wg_desc_hoist_forms_qs_descriptors_once_per_tile_where_they_fit() -> No
     assert not [str(f) for f in check_source(plain) if f.blocking]
 
 
-@needs_nvcc
-def test_wg_desc_hoist_compiles_without_spills(tmp_path: Path) -> None:
+# -- wg_l2_hint: an L2 eviction policy on the copy engine's loads (stop 32) ----------------------
+
+
+def _tensor_loads(src: str) -> list[str]:
+    """Each tensor-copy load instruction of a rendered file (up to its operands)."""
+    return re.findall(r'"cp\.async\.bulk\.tensor\.\dd\.shared::cluster\.global[^\[]*', src.replace('"\n      "', ""))
+
+
+def test_wg_l2_hint_puts_an_eviction_policy_on_every_copy_engine_load() -> None:
+    assert KNOB_LAYER["wg_l2_hint"] == "memory"
+    assert KNOB_SPACE["memory"]["wg_l2_hint"] == ("none", "kv_last", "kv_last_q_first")
+    with pytest.raises(KnobError, match=r"wg_l2_hint=kv_last .* it needs wg_load=tma"):
+        parse_knobs("mma=wgmma,wg_l2_hint=kv_last")
+    with pytest.raises(KnobError, match="wg_l2_hint"):
+        parse_knobs("wg_l2_hint=kv_last")  # a Hopper knob
     gallery = ROOT / "kernels" / "attention" / "gallery"
-    src = tmp_path / "hoist.cu"
-    src.write_text(render(parse_knobs(str(gallery / "wgmma-tma-i.knobs.json")).replace(wg_desc="hoist")))
-    _spill_free(src, lambda name: name.startswith("_ZN3fam13attn_fwd_sm90"), 5)
+    i = parse_knobs(str(gallery / "wgmma-tma-i.knobs.json"))
+    assert "wg_l2_hint" not in i.recorded()  # the default keeps every gallery file's bytes
+    plain = render(i)
+    assert len(_tensor_loads(plain)) == 2 and not [x for x in _tensor_loads(plain) if "cache_hint" in x]
+    kv = i.replace(wg_l2_hint="kv_last").validate()
+    assert kv.slug().endswith("-kvlast") and kv.recorded()["wg_l2_hint"] == "kv_last"
+    src = render(kv)
+    assert not [str(f) for f in check_source(src) if f.blocking]
+    loads = {x.split(".")[4]: x for x in _tensor_loads(src)}  # 4d: K and V, 5d: Q
+    assert loads["4d"].endswith(".L2::cache_hint ") and "cache_hint" not in loads["5d"]
+    helper = src.split("void tma_load_4d(")[1].split("\n}\n")[0]
+    assert '"l"(l2_policy_evict_last())' in helper and "[%6], %7;" in helper
+    assert 'asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\\n" : "=l"(p));' in src
+    assert "evict_first" not in src
+    # every K and V copy of the producer goes through the helper: no other 4d load in the file
+    producer = src.split("void sm90_produce_tma(")[1].split("\n}\n")[0]
+    assert "tma_load_4d(" in producer and src.count("cp.async.bulk.tensor.4d") == 1
+    both = render(i.replace(wg_l2_hint="kv_last_q_first", wg_cluster=2).validate())
+    hinted = _tensor_loads(both)
+    assert len(hinted) == 3 and all(x.endswith(".L2::cache_hint ") for x in hinted)  # K/V, multicast K/V, Q
+    q_helper = both.split("void tma_load_5d(")[1].split("\n}\n")[0]
+    assert '"l"(l2_policy_evict_first())' in q_helper and "[%7], %8;" in q_helper
+    mc = both.split("void tma_load_4d_mc(")[1].split("\n}\n")[0]
+    assert ".multicast::cluster.L2::cache_hint" in mc.replace('"\n      "', "") and "[%6], %7, %8;" in mc
+
+
+# -- wg_idle_rows=skip: a consumer warpgroup without rows only takes its turns (stop 32) ----------
+
+
+def test_wg_idle_rows_skip_gives_a_warpgroup_without_rows_a_loop_without_products() -> None:
+    assert KNOB_LAYER["wg_idle_rows"] == "tiling" and KNOB_SPACE["tiling"]["wg_idle_rows"] == ("compute", "skip")
+    with pytest.raises(KnobError, match="wg_idle_rows"):
+        parse_knobs("wg_idle_rows=skip")  # a Hopper knob
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    i = parse_knobs(str(gallery / "wgmma-tma-i.knobs.json"))
+    assert "wg_idle_rows" not in i.recorded()
+    k = i.replace(wg_idle_rows="skip").validate()
+    assert k.slug().endswith("-idleskip") and k.recorded()["wg_idle_rows"] == "skip"
+    src = render(k)
+    assert not [str(f) for f in check_source(src) if f.blocking]
+    kernel = src.split("attn_fwd_sm90(\n    const SocraticAttentionArgs a")[1].split("\n}\n")[0]
+    # idle: every one of the warpgroup's 64 rows at or past the tile's packed rows
+    assert "const bool idle = m0 + c * 64 >= sc.mtotal;" in kernel
+    idle = kernel.split("    if (idle) {\n")[1].split("    } else if constexpr (kWgOverlap) {\n")[0]
+    busy = kernel.split("    } else if constexpr (kWgOverlap) {\n")[1].split("    // Epilogue:")[0]
+    # no product, softmax or rescale of its own; the computing loops are the gallery file's
+    for word in ("wgmma", "issue_", "softmax", "rescale(", "pack("):
+        assert word not in idle, word
+    assert busy in render(i)
+    # the same turns as the computing loops: with the overlap nb + 1 (S of the first block, S and
+    # P V of each next one, P V of the last), two a block without it
+    overlap_idle, plain_idle = idle.split("      } else {\n")
+    assert "for (int j = 0; j < nb + (nb > 0); ++j) {" in overlap_idle and overlap_idle.count("turn_wait();") == 1
+    overlap_busy = busy.split("    } else {\n")[0]
+    assert overlap_busy.count("turn_wait();") == 3 and overlap_busy.count("for (int j = 1; j < nb; ++j) {") == 1
+    assert plain_idle.count("turn_wait();") == 2 and plain_idle.count("turn_pass();") == 2
+    # each block's K and V released once, after its full barrier; the Q buffer after the last K
+    for part, v in ((overlap_idle, "j - 1"), (plain_idle, "j")):
+        assert "filled(k_full(slot(j)), j);\n" in part and part.count("release(k_empty(slot(j)));") == 1
+        assert f"filled(v_full(slot({v})), {v});\n" in part and part.count(f"release(v_empty(slot({v})));") == 1
+        assert part.index("release(k_empty(slot(j)));") < part.index("if (j == nb - 1) release_q();")
+    assert "mbar_wait(bar, ((gb + uint32_t(j)) / S) & 1u);" in idle  # the block's fill phase
+    # with clusters its releases reach the peer CTA's barriers too
+    cl = render(k.replace(wg_cluster=2).validate())
+    cl_idle = cl.split("    if (idle) {\n")[1].split("    } else if constexpr (kWgOverlap) {\n")[0]
+    assert "release(k_empty(" not in cl_idle and cl_idle.count("release_kv(k_empty(slot(j)));") == 2
+
+
+# -- wg_combine_pdl: the combine kernel as a programmatic dependent (stop 32) ---------------------
+
+
+def test_wg_combine_pdl_launches_the_hopper_paths_combine_as_a_programmatic_dependent() -> None:
+    assert KNOB_LAYER["wg_combine_pdl"] == "scheduling" and KNOB_SPACE["scheduling"]["wg_combine_pdl"] == (False, True)
+    with pytest.raises(KnobError, match=r"wg_combine_pdl=True .* it needs split_kv"):
+        parse_knobs("mma=wgmma,split_kv=off,wg_combine_pdl=true")
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    i = parse_knobs(str(gallery / "wgmma-tma-i.knobs.json"))
+    assert "wg_combine_pdl" not in i.recorded() and "griddepcontrol" not in render(i)
+    k = i.replace(wg_combine_pdl=True).validate()
+    assert k.slug().endswith("-pdl") and k.recorded()["wg_combine_pdl"] is True
+    src = render(k)
+    assert not [str(f) for f in check_source(src) if f.blocking]  # a runtime launch, no driver call
+    # every combine kernel waits for the attention grid's writes before its first read
+    for name in ("attn_combine", "attn_combine_wide"):
+        body = src.split(f"__launch_bounds__(128) {name}(const SocraticAttentionArgs a, const Sched sc) {{\n")[1]
+        assert body.startswith('  asm volatile("griddepcontrol.wait;\\n" ::: "memory");'), name
+    # the attention kernel lets its dependents launch from its start, in every instantiation
+    kernel = src.split("attn_fwd_sm90(\n    const SocraticAttentionArgs a")[1].split("\n}\n")[0]
+    assert kernel.index('asm volatile("griddepcontrol.launch_dependents;') < kernel.index("__syncthreads();")
+    # the Hopper path launches both combines with programmatic stream serialization and returns
+    # the launch's error; the mma.sync path keeps its ordinary launches (the wait returns at once)
+    hopper = src.split("int launch_any(const SocraticAttentionArgs* a, cudaStream_t stream) {\n")[1].split("\n}\n")[0]
+    assert "<<<" not in hopper.split("if (s.splits > 1) {")[-1]
+    for call in ("launch_combine_pdl(attn_combine_wide<D>, int(rows), a, s, stream)",
+                 "launch_combine_pdl(attn_combine<D>, int((rows + 3) / 4), a, s, stream)"):
+        assert f"if (const cudaError_t pe = {call}; pe != cudaSuccess) return pe;" in hopper
+    plain = src.split("int launch_cfg(const SocraticAttentionArgs* a, cudaStream_t stream, int gp) {\n")[1]
+    assert "attn_combine_wide<D><<<int(rows), 128, 0, stream>>>(*a, s);" in plain.split("\n}\n")[0]
+    helper = src.split("cudaError_t launch_combine_pdl(")[1].split("\n}\n")[0]
+    assert "attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;" in helper
+    assert "attr[0].val.programmaticStreamSerializationAllowed = 1;" in helper
+    assert "cfg.blockDim = dim3(128u);" in helper and "return cudaLaunchKernelEx(&cfg, kernel, *a, s);" in helper
+
+
+@needs_nvcc
+@pytest.mark.parametrize(("changes", "entries"), [
+    # Q's descriptors hoisted out of the block loop
+    (dict(wg_desc="hoist"), 5),
+    # stop 32's knobs together: the idle warpgroup's loop, both L2 policies, the multicast copies'
+    # hint form, the dependents' trigger and waits (five entries and the cluster's d128 and d256)
+    (dict(wg_idle_rows="skip", wg_combine_pdl=True, wg_l2_hint="kv_last_q_first", wg_cluster=2), 7),
+], ids=["desc-hoist", "idle-pdl-l2-cluster"])
+def test_leader_variants_compile_without_spills_or_serialized_wgmma(
+        changes: dict[str, Any], entries: int, tmp_path: Path) -> None:
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    k = parse_knobs(str(gallery / "wgmma-tma-i.knobs.json")).replace(**changes)
+    src = tmp_path / "variant.cu"
+    src.write_text(render(k.validate()))
+    _spill_free(src, lambda name: name.startswith("_ZN3fam13attn_fwd_sm90"), entries)
 
 
 # -- wg_decode=wgmma: decode shapes on the Hopper kernel ---------------------------------------

@@ -101,6 +101,8 @@ LEADER_G = LEADER_F + ",wg_kv_order=k_ahead,wg_stages_d64=4,wg_full_order=m_fast
 LEADER_H = LEADER_G + ",wg_kv_fence=cp_async,wg_split_cost=8"
 # the gallery's wgmma-tma-i (wgmma-tma-h with d256's output staged in its one Q buffer)
 LEADER_I = LEADER_H + ",wg_epilogue_one_q=true"
+# the gallery's wgmma-tma-j (wgmma-tma-i with the copy engine's K/V loads evicted from L2 last)
+LEADER_J = LEADER_I + ",wg_l2_hint=kv_last"
 
 
 @pytest.mark.gpu
@@ -181,6 +183,15 @@ def test_tma_family_kernels_pass_a_subset_without_the_cp_async_fallback(spec: st
     pytest.param("mma=wgmma,persistent=true,wg_decode=wgmma", id="cp-async-hopper-decode"),
     pytest.param("mma=wgmma,wg_load=tma,wg_consumers=1,wg_pingpong=false,wg_decode=wgmma",
                  id="one-consumer-hopper-decode"),
+    # the gallery's wgmma-tma-j with the second warpgroup of a decode tile (no row of its own) only
+    # taking its turns and releasing the blocks (wg_idle_rows=skip);
+    # and the idle loop of the block-by-block (not overlapped) consumers, on the cp.async producer
+    pytest.param(LEADER_J + ",wg_idle_rows=skip", id="leader-i-idle-skip-kv-last"),
+    pytest.param("mma=wgmma,persistent=true,wg_decode=wgmma,wg_overlap=false,wg_idle_rows=skip",
+                 id="no-overlap-idle-skip"),
+    # the gallery's wgmma-tma-j with the combine kernel launched as a programmatic dependent of the
+    # attention kernel (it waits in griddepcontrol for the partials)
+    pytest.param(LEADER_J + ",wg_combine_pdl=true", id="leader-i-kv-last-pdl"),
 ])
 def test_decode_key_warps_pass_every_decode_scenario(spec: str, tmp_path: Path) -> None:
     # decode_kv_warps splits each block's keys among warps that merge at the end of a tile: every

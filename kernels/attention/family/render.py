@@ -1438,6 +1438,50 @@ def _with_desc_hoist(text: str) -> str:
     ))
 
 
+# wg_idle_rows=skip: a consumer warpgroup whose 64 query rows all lie past the tile's rows (a
+# decode tile holds at most 64 packed rows, so the second warpgroup of every decode tile; a
+# ragged call's last tile) issues no wgmma and runs no softmax: a loop of its own, so that the
+# computing loops stay as they are (wgmma inside a branch of theirs made ptxas serialize them,
+# C7514). It takes the same turns (the other warpgroup's turns wait for its arrivals), waits for
+# each block's full barrier before it releases the block (an arrival before the fill could count
+# toward the slot's previous phase), releases its Q buffer, and its epilogue stores nothing, as
+# before (its rows are past the tile's).
+_IDLE_LOOP = (
+    "    if constexpr (kWgOverlap) {\n      // Softmax of block j runs",
+    "    const bool idle = m0 + c * 64 >= sc.mtotal;  // wg_idle_rows=skip: no row of this warpgroup\n"
+    "    if (idle) {\n"
+    "      auto filled = [&](uint32_t bar, int j) { mbar_wait(bar, ((gb + uint32_t(j)) / S) & 1u); };\n"
+    "      if constexpr (kWgOverlap) {\n"
+    "        for (int j = 0; j < nb + (nb > 0); ++j) {  // turn j: S of block j, P V of block j - 1\n"
+    "          turn_wait();\n"
+    "          turn_pass();\n"
+    "          if (j < nb) {\n"
+    "            filled(k_full(slot(j)), j);\n"
+    "            release(k_empty(slot(j)));\n"
+    "            if (j == nb - 1) release_q();\n"
+    "          }\n"
+    "          if (j > 0) {\n"
+    "            filled(v_full(slot(j - 1)), j - 1);\n"
+    "            release(v_empty(slot(j - 1)));\n"
+    "          }\n"
+    "        }\n"
+    "      } else {\n"
+    "        for (int j = 0; j < nb; ++j) {  // two turns a block: S, then P V\n"
+    "          turn_wait();\n"
+    "          turn_pass();\n"
+    "          filled(k_full(slot(j)), j);\n"
+    "          release(k_empty(slot(j)));\n"
+    "          if (j == nb - 1) release_q();\n"
+    "          turn_wait();\n"
+    "          turn_pass();\n"
+    "          filled(v_full(slot(j)), j);\n"
+    "          release(v_empty(slot(j)));\n"
+    "        }\n"
+    "      }\n"
+    "    } else if constexpr (kWgOverlap) {\n      // Softmax of block j runs",
+)
+
+
 def _with_desc_offset(text: str) -> str:
     """wg_desc=offset on the Hopper section."""
     return _swap_each(text, _DESC_EDITS)
@@ -1484,9 +1528,123 @@ def sm90_section(k: Knobs) -> str:
         text = _swap_each(text, _KV_WAITS)
     if k.wg_kv_order == "k_ahead":
         text = _swap(text, _KV_IN_ORDER, _KV_K_AHEAD)
+    if k.wg_idle_rows == "skip":
+        text = _swap(text, *_IDLE_LOOP)
     if k.wg_decode == "wgmma":
         text = _swap(text, *_DECODE_USE)
     return text.replace("//@@SM90_WGMMA@@", wgmma_wrappers(ss, rs))
+
+
+# wg_l2_hint (wg_load=tma): the copy engine's loads carry an L2 eviction policy (PTX createpolicy,
+# the .L2::cache_hint operand of cp.async.bulk.tensor). kv_last: K and V, which every query tile of
+# a head (and every head of a GQA group) reads again, are evicted last; kv_last_q_first: Q, read
+# once per tile, also evicted first. Edits the load helpers, so every K/V (and Q) copy of the
+# producer carries it, the cluster's multicast copies included.
+def _l2_policy(kind: str) -> str:
+    return (
+        f"__device__ __forceinline__ uint64_t l2_policy_evict_{kind}() {{\n"
+        "  uint64_t p;\n"
+        f'  asm("createpolicy.fractional.L2::evict_{kind}.b64 %0, 1.0;\\n" : "=l"(p));\n'
+        "  return p;\n"
+        "}\n"
+    )
+
+
+_L2_HINT_4D = (
+    "      \"cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, \"\n"
+    "      \"%5}], [%6];\\n\" ::\"r\"(dst),\n"
+    "      \"l\"(reinterpret_cast<uint64_t>(map)), \"r\"(c0), \"r\"(c1), \"r\"(c2), \"r\"(c3), \"r\"(bar)\n",
+    "      \"cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, \"\n"
+    "      \"{%2, %3, %4, %5}], [%6], %7;\\n\" ::\"r\"(dst),\n"
+    "      \"l\"(reinterpret_cast<uint64_t>(map)), \"r\"(c0), \"r\"(c1), \"r\"(c2), \"r\"(c3), \"r\"(bar),\n"
+    "      \"l\"(l2_policy_evict_last())\n",
+)
+_L2_HINT_4D_MC = (
+    "      \"cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+    "[%0], [%1, \"\n"
+    "      \"{%2, %3, %4, %5}], [%6], %7;\\n\" ::\"r\"(dst),\n"
+    "      \"l\"(reinterpret_cast<uint64_t>(map)), \"r\"(c0), \"r\"(c1), \"r\"(c2), \"r\"(c3), \"r\"(bar), "
+    "\"h\"(mask)\n",
+    "      \"cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster\"\n"
+    "      \".L2::cache_hint [%0], [%1, {%2, %3, %4, %5}], [%6], %7, %8;\\n\" ::\"r\"(dst),\n"
+    "      \"l\"(reinterpret_cast<uint64_t>(map)), \"r\"(c0), \"r\"(c1), \"r\"(c2), \"r\"(c3), \"r\"(bar), "
+    "\"h\"(mask),\n"
+    "      \"l\"(l2_policy_evict_last())\n",
+)
+_L2_HINT_5D = (
+    "      \"cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, \"\n"
+    "      \"%5, %6}], [%7];\\n\" ::\"r\"(dst),\n"
+    "      \"l\"(reinterpret_cast<uint64_t>(map)), \"r\"(c0), \"r\"(c1), \"r\"(c2), \"r\"(c3), \"r\"(c4), \"r\"(bar)\n",
+    "      \"cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, \"\n"
+    "      \"{%2, %3, %4, %5, %6}], [%7], %8;\\n\" ::\"r\"(dst),\n"
+    "      \"l\"(reinterpret_cast<uint64_t>(map)), \"r\"(c0), \"r\"(c1), \"r\"(c2), \"r\"(c3), \"r\"(c4), \"r\"(bar),\n"
+    "      \"l\"(l2_policy_evict_first())\n",
+)
+
+
+def _with_l2_hint(text: str, hint: str) -> str:
+    """wg_l2_hint on a file with the copy-engine producer (after wg_cluster's edits)."""
+    policies = ("last", "first") if hint == "kv_last_q_first" else ("last",)
+    text = _swap(text, "struct Sm90Maps {\n", "// wg_l2_hint: the L2 eviction policies of the copy engine's loads.\n"
+                 + "".join(_l2_policy(p) for p in policies) + "struct Sm90Maps {\n")
+    text = _swap(text, *_L2_HINT_4D)
+    if "tma_load_4d_mc(" in text:
+        text = _swap(text, *_L2_HINT_4D_MC)
+    if hint == "kv_last_q_first":
+        text = _swap(text, *_L2_HINT_5D)
+    return text
+
+
+# wg_combine_pdl (split_kv): the Hopper launch path starts the combine kernel behind a split call
+# as a programmatic dependent of the attention kernel (cudaLaunchKernelEx with programmatic stream
+# serialization). The attention kernel's CTAs allow it at their start (griddepcontrol
+# .launch_dependents), so the combine grid is launched once every CTA has started and its CTAs
+# take SMs as the attention CTAs leave them, instead of after the stream's kernel boundary; each
+# combine CTA first waits (griddepcontrol.wait) until the attention grid has completed and its
+# writes are visible. Launched the ordinary way (the mma.sync path), the wait returns at once.
+_PDL_WAIT = "  asm volatile(\"griddepcontrol.wait;\\n\" ::: \"memory\");  // wg_combine_pdl: the partials are in\n"
+_PDL_HOST = """// wg_combine_pdl: a combine kernel launched as a programmatic dependent of the kernel before it.
+template <typename Kernel>
+cudaError_t launch_combine_pdl(Kernel kernel, int grid, const SocraticAttentionArgs* a, const Sched& s,
+                               cudaStream_t stream) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(grid));
+  cfg.blockDim = dim3(128u);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, *a, s);
+}
+
+"""
+
+
+def _with_combine_pdl(text: str) -> str:
+    """wg_combine_pdl on the whole rendered file (after the combine kernels' and the cluster's edits)."""
+    text = _swap(text, "  constexpr int BM = C::BM, BN = C::BN, CH = C::CH, S = C::S;\n",
+                 "  constexpr int BM = C::BM, BN = C::BN, CH = C::CH, S = C::S;\n"
+                 "  asm volatile(\"griddepcontrol.launch_dependents;\\n\" ::: \"memory\");  // wg_combine_pdl\n")
+    heads = re.findall(r"__global__ void __launch_bounds__\(128\) attn_combine\w*\(const SocraticAttentionArgs a, "
+                       r"const Sched sc\) \{\n", text)
+    if not heads:
+        raise RuntimeError("template: the combine kernels moved")
+    for head in heads:
+        text = _swap(text, head, head + _PDL_WAIT)
+    top = "template <int D>\nint launch_any(const SocraticAttentionArgs* a, cudaStream_t stream) {\n"
+    head, sep, tail = text.partition(top)
+    if not sep:
+        raise RuntimeError("template: launch_any moved")
+    end = tail.index("\n}\n")
+    body, n = re.subn(r"(attn_combine\w*<D>)<<<(int\([^;]*\)), 128, 0, stream>>>\(\*a, s\);",
+                      r"if (const cudaError_t pe = launch_combine_pdl(\1, \2, a, s, stream); "
+                      r"pe != cudaSuccess) return pe;",
+                      tail[:end])
+    if n == 0:
+        raise RuntimeError("template: launch_any launches no combine kernel")
+    return head + _PDL_HOST + sep + body + tail[end:]
 
 
 def render(knobs: Knobs) -> str:
@@ -1518,10 +1676,14 @@ def render(knobs: Knobs) -> str:
             text = _with_published_tiles(text)
         if knobs.wg_cluster == 2:
             text = _with_cluster(text)
+        if knobs.wg_l2_hint != "none":
+            text = _with_l2_hint(text, knobs.wg_l2_hint)
     if knobs.split_combine in ("parallel", "wide"):
         text = _with_parallel_combine(text)
     if knobs.split_combine == "wide":
         text = _with_wide_combine(text)
+    if knobs.wg_combine_pdl:
+        text = _with_combine_pdl(text)
     return text
 
 

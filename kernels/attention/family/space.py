@@ -69,6 +69,10 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         # mma=wgmma: decode shapes (at most 64 packed query rows) on the mma.sync decode tile, or on
         # the Hopper kernel (copy-engine loads and split-KV; most of its query tile is empty rows)
         "wg_decode": ("mma_sync", "wgmma"),
+        # mma=wgmma: a consumer warpgroup none of whose 64 query rows is in its tile (decode tiles,
+        # a ragged call's last tile) computes them anyway, or skips its products and softmax and
+        # only takes its turns and releases each K/V block after its full barrier
+        "wg_idle_rows": ("compute", "skip"),
     },
     "memory": {
         "loader": ("cp_async", "bulk"),          # cp.async 16 B per thread, or the bulk copy engine
@@ -102,6 +106,10 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "wg_kv_order": ("kv", "k_ahead"),        # mma=wgmma, wg_load=tma: the producer copies each block's
                                                  # K then its V, or block j + 1's K before block j's V
                                                  # (the order the overlapped consumers use them in)
+        "wg_l2_hint": ("none", "kv_last", "kv_last_q_first"),  # mma=wgmma, wg_load=tma: the copy engine's
+                                                 # loads carry no L2 policy, or K/V's ask L2 to evict them
+                                                 # last (every query tile of a head rereads them), and Q's
+                                                 # (read once) to evict first
     },
     "math": {
         "mma": ("mma_sync", "wgmma"),            # mma.sync everywhere, or the Hopper layer (sm_90a wgmma,
@@ -139,6 +147,10 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
                                                  # makespan (rounds, heaviest tile, work per SM) is least
         "wg_split_cost": (0, 2, 4, 8),             # mma=wgmma, wg_split_rule=balanced: key blocks charged to
                                                  # a split plan for its partials and combine kernel
+        "wg_combine_pdl": (False, True),         # mma=wgmma, split_kv: the combine kernel behind a split
+                                                 # call waits on the stream, or is launched as a
+                                                 # programmatic dependent of the attention kernel (its
+                                                 # CTAs start as SMs free up and wait in griddepcontrol)
         "wg_tile_decode": ("consumers", "producer"),  # mma=wgmma, wg_scheduler=dynamic: every consumer
                                                  # decodes each tile (integer divisions), or the producer
                                                  # decodes it once and leaves it beside the tile's Q
@@ -155,7 +167,7 @@ HOPPER_KNOBS = ("wg_block_n_d64", "wg_block_n_d128", "wg_block_n_d256", "wg_cons
                 "wg_stages_d64", "wg_stages_d128", "wg_full_order", "wg_cluster", "wg_kv_fence", "wg_kv_wait",
                 "wg_overlap", "wg_pingpong", "wg_load", "wg_q_stages", "wg_wide_d64", "wg_l2_sections",
                 "wg_scheduler", "wg_split_rule", "wg_split_cost", "wg_epilogue", "wg_desc", "wg_decode",
-                "wg_tile_decode", "wg_epilogue_one_q", "wg_kv_order")
+                "wg_tile_decode", "wg_epilogue_one_q", "wg_kv_order", "wg_l2_hint", "wg_idle_rows", "wg_combine_pdl")
 KNOB_LAYER = {knob: layer for layer, knobs in KNOB_SPACE.items() for knob in knobs}
 # Knobs a rendered file records only when they differ from their defaults (each was added after
 # files existed whose bytes their measured reports hash; Knobs.recorded).
@@ -163,7 +175,7 @@ RECORDED_WHEN_SET = ("decode_kv_warps", "split_combine", "wg_load", "wg_q_stages
                      "wg_l2_sections", "wg_scheduler", "wg_split_rule", "wg_split_cost", "wg_epilogue",
                      "wg_desc", "wg_decode", "wg_tile_decode", "wg_epilogue_one_q", "wg_kv_order",
                      "wg_full_order", "wg_cluster", "wg_kv_fence", "wg_kv_wait", "wg_stages_d64",
-                     "wg_stages_d128")
+                     "wg_stages_d128", "wg_l2_hint", "wg_idle_rows", "wg_combine_pdl")
 
 
 class KnobError(ValueError):
@@ -226,6 +238,9 @@ class Knobs:
     wg_cluster: int = 1
     wg_kv_fence: str = "every_block"
     wg_kv_wait: str = "each"
+    wg_l2_hint: str = "none"
+    wg_idle_rows: str = "compute"
+    wg_combine_pdl: bool = False
 
     # -- views -----------------------------------------------------------------------------
 
@@ -340,7 +355,10 @@ class Knobs:
                       + ("-fullm" if self.wg_full_order == "m_fastest" else "")
                       + (f"-cl{self.wg_cluster}" if self.wg_cluster != 1 else "")
                       + ("-nofence" if self.wg_kv_fence == "cp_async" else "")
-                      + ("-waitfirst" if self.wg_kv_wait == "first" else "")]
+                      + ("-waitfirst" if self.wg_kv_wait == "first" else "")
+                      + {"none": "", "kv_last": "-kvlast", "kv_last_q_first": "-kvlqf"}[self.wg_l2_hint]
+                      + ("-idleskip" if self.wg_idle_rows == "skip" else "")
+                      + ("-pdl" if self.wg_combine_pdl else "")]
         return "_".join(parts)
 
     # -- validation ------------------------------------------------------------------------
@@ -433,6 +451,16 @@ class Knobs:
             raise KnobError(
                 f"wg_kv_order={self.wg_kv_order} orders the copy engine's K and V copies: it needs "
                 "wg_load=tma (the cp.async producer warpgroup copies each block's K and V together)"
+            )
+        if self.wg_combine_pdl and self.split_kv == "off":
+            raise KnobError(
+                "wg_combine_pdl=True launches the split-KV combine kernel as a programmatic dependent: "
+                "it needs split_kv (with split_kv=off there is no combine kernel)"
+            )
+        if self.wg_l2_hint != "none" and self.wg_load != "tma":
+            raise KnobError(
+                f"wg_l2_hint={self.wg_l2_hint} is an L2 policy on the copy engine's tensor copies: it needs "
+                "wg_load=tma (the cp.async producer's 16-byte copies carry none)"
             )
         if self.wg_tile_decode == "producer" and self.wg_scheduler != "dynamic":
             raise KnobError(
