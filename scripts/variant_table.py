@@ -1,8 +1,8 @@
 """A short table of evaluation reports side by side (issue 18's device runs): per category the
 pass count and geomean ratios vs each peer and vs the report's baseline, then prefill per head
 dim, then d128 prefill TFLOP/s per size. With --rounds, one line per arm whose reports are
-repeated runs (rounds) against the same baseline: the geomean x baseline per category, round by
-round ("r1/r2/..."), so that an arm reads against its own spread and a null arm's.
+repeated runs (rounds) against the same baseline: the geomean x baseline per category and per head
+dim, round by round ("r1/r2/..."), so that an arm reads against its own spread and a null arm's.
 
     python3 scripts/variant_table.py NAME=REPORT.json [NAME=REPORT.json ...]
     python3 scripts/variant_table.py --rounds NAME=R1.json,R2.json [NAME=R1.json,R2.json ...]
@@ -32,17 +32,29 @@ def _rows(report: dict[str, Any], keep: Callable[[dict[str, Any]], bool]) -> str
             f"base {base:.3f} TF {tf:.0f}")
 
 
+def _head_dims() -> dict[str, int]:
+    """Each suite scenario's head dim by name (the reports do not carry it)."""
+    from harness.attention.suite import default_suite
+
+    return {s.name: s.head_dim for s in default_suite()}
+
+
 def rounds_table(arms: dict[str, list[dict[str, Any]]]) -> str:
-    """Per arm, the geomean x baseline of each round, over all scenarios and per category (the
-    categories any round has, each round's own scenarios)."""
+    """Per arm, the geomean x baseline of each round, over all scenarios, per category (the
+    categories any round has, each round's own scenarios), then per head dim (d64, d128, d256:
+    the suite's scenarios among them, whatever their category)."""
+    dims = _head_dims()
+    groups: list[tuple[str, Callable[[dict[str, Any]], bool]]] = [("all", lambda s: True)]
     cats = sorted({s["category"] for reps in arms.values() for rep in reps for s in rep["scenarios"]})
-    head = f"{'arm':<8} " + " ".join(f"{c:>17}" for c in ["all", *cats])
+    groups += [(c, lambda s, c=c: s["category"] == c) for c in cats]
+    seen = {dims.get(s["scenario"]) for reps in arms.values() for rep in reps for s in rep["scenarios"]}
+    groups += [(f"d{d}", lambda s, d=d: dims.get(s["scenario"]) == d) for d in (64, 128, 256) if d in seen]
+    head = f"{'arm':<8} " + " ".join(f"{g:>17}" for g, _ in groups)
     lines = [head]
     for name, reps in arms.items():
         cells = []
-        for c in ["all", *cats]:
-            vals = [_geo(s.get("speedup_vs_baseline") or 0 for s in rep["scenarios"]
-                         if c == "all" or s["category"] == c) for rep in reps]
+        for _, keep in groups:
+            vals = [_geo(s.get("speedup_vs_baseline") or 0 for s in rep["scenarios"] if keep(s)) for rep in reps]
             cells.append("/".join(f"{v:.3f}" for v in vals))
         lines.append(f"{name:<8} " + " ".join(f"{x:>17}" for x in cells))
     return "\n".join(lines)

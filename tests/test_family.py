@@ -1397,6 +1397,24 @@ def test_rounds_table_prints_each_rounds_geomean_per_category(tmp_path: Path) ->
     assert out[3].split() == ["A", "1.029/1.032", "0.900/1.100", "1.100/1.000"]
 
 
+def test_rounds_table_adds_a_column_per_head_dim_of_the_suites_scenarios(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    # the reports carry no head dim: the table reads it from the suite by name, whatever the
+    # category (gemma2-9b decodes at d256, a d128 prefill)
+    rows = {"prefill-d64-s512-b32-h32-causal": ("prefill", 1.1), "prefill-d128-s1024-b16-h16-full": ("prefill", 0.9),
+            "decode-gemma2-9b-tp1-q1-b128-k1024": ("decode", 1.2), "decode-llama3-8b-tp1-q4-b1-k32768": ("decode", 1.0)}
+    path = tmp_path / "r1_A.json"
+    path.write_text(json.dumps({"scenarios": [
+        {"scenario": name, "category": cat, "speedup_vs_baseline": x} for name, (cat, x) in rows.items()]}))
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "variant_table.py"), "--rounds", f"A={path}"],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[1].split() == ["arm", "all", "decode", "prefill", "d64", "d128", "d256"]
+    # d128: the llama decode (1.0) and the d128 prefill (0.9), geomean 0.949
+    assert out[2].split()[4:] == ["1.100", "0.949", "1.200"]
+
+
 def test_ncu_ledger_groups_samples_by_execution_count_and_runs(tmp_path: Path) -> None:
     import subprocess
     import sys
