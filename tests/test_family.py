@@ -1315,6 +1315,15 @@ def test_wg_combine_pdl_launches_the_hopper_paths_combine_as_a_programmatic_depe
         assert f"if (const cudaError_t pe = {call}; pe != cudaSuccess) return pe;" in hopper
     plain = src.split("int launch_cfg(const SocraticAttentionArgs* a, cudaStream_t stream, int gp) {\n")[1]
     assert "attn_combine_wide<D><<<int(rows), 128, 0, stream>>>(*a, s);" in plain.split("\n}\n")[0]
+    # the same on the other Hopper settings: the cp.async producer with the default ring (whose
+    # stage constant reads differently), one combine kernel (serial or parallel), no ping-pong
+    for spec in ("mma=wgmma,wg_combine_pdl=true",
+                 "mma=wgmma,persistent=true,split_combine=parallel,wg_combine_pdl=true",
+                 "mma=wgmma,split_combine=serial,wg_pingpong=false,wg_combine_pdl=true,wg_idle_rows=skip"):
+        other = render(parse_knobs(spec))
+        assert other.count("griddepcontrol.launch_dependents;") == 1 and other.count("griddepcontrol.wait;") == 1
+        assert "launch_combine_pdl(attn_combine<D>, int((rows + 3) / 4), a, s, stream)" in other
+        assert not [str(f) for f in check_source(other) if f.blocking]
     helper = src.split("cudaError_t launch_combine_pdl(")[1].split("\n}\n")[0]
     assert "attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;" in helper
     assert "attr[0].val.programmaticStreamSerializationAllowed = 1;" in helper

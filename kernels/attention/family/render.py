@@ -1624,9 +1624,10 @@ cudaError_t launch_combine_pdl(Kernel kernel, int grid, const SocraticAttentionA
 
 def _with_combine_pdl(text: str) -> str:
     """wg_combine_pdl on the whole rendered file (after the combine kernels' and the cluster's edits)."""
-    text = _swap(text, "  constexpr int BM = C::BM, BN = C::BN, CH = C::CH, S = C::S;\n",
-                 "  constexpr int BM = C::BM, BN = C::BN, CH = C::CH, S = C::S;\n"
-                 "  asm volatile(\"griddepcontrol.launch_dependents;\\n\" ::: \"memory\");  // wg_combine_pdl\n")
+    # after the kernel's constants (the line before them names the ring depth, which knobs change)
+    consts = "  constexpr int NT = BN / 8, DT = D / 8, KD = D / 16, KN = BN / 16;\n"
+    text = _swap(text, consts, consts + "  asm volatile(\"griddepcontrol.launch_dependents;\\n\" ::: \"memory\");"
+                 "  // wg_combine_pdl\n")
     heads = re.findall(r"__global__ void __launch_bounds__\(128\) attn_combine\w*\(const SocraticAttentionArgs a, "
                        r"const Sched sc\) \{\n", text)
     if not heads:
