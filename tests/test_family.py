@@ -1337,7 +1337,10 @@ def test_wg_combine_pdl_launches_the_hopper_paths_combine_as_a_programmatic_depe
     # stop 32's knobs together: the idle warpgroup's loop, both L2 policies, the multicast copies'
     # hint form, the dependents' trigger and waits (five entries and the cluster's d128 and d256)
     (dict(wg_idle_rows="skip", wg_combine_pdl=True, wg_l2_hint="kv_last_q_first", wg_cluster=2), 7),
-], ids=["desc-hoist", "idle-pdl-l2-cluster"])
+    # stop 33's wait for the previous block's P V inside and before the softmax
+    (dict(wg_v_release="mid_softmax"), 5),
+    (dict(wg_v_release="before_softmax"), 5),
+], ids=["desc-hoist", "idle-pdl-l2-cluster", "v-mid", "v-before"])
 def test_leader_variants_compile_without_spills_or_serialized_wgmma(
         changes: dict[str, Any], entries: int, tmp_path: Path) -> None:
     gallery = ROOT / "kernels" / "attention" / "gallery"
@@ -1637,6 +1640,59 @@ def test_wg_kv_fence_keeps_the_proxy_fence_only_where_generic_writes_fill_the_st
     assert "mbar_wait(q_full_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS) & 1u);\n    fence_async_smem();" in src
     gsrc = render(g)
     assert gsrc.count("      fence_async_smem();\n      wg_fence") == 2  # every block keeps it by default
+
+
+def test_wg_v_release_moves_the_wait_for_the_previous_p_v_and_its_v_release_into_the_softmax() -> None:
+    assert KNOB_LAYER["wg_v_release"] == "memory"
+    assert KNOB_SPACE["memory"]["wg_v_release"] == ("after_softmax", "mid_softmax", "before_softmax")
+    with pytest.raises(KnobError, match="wg_v_release"):
+        parse_knobs("wg_v_release=mid_softmax")  # a Hopper knob
+    with pytest.raises(KnobError, match=r"wg_v_release=before_softmax .* it needs wg_overlap=True"):
+        parse_knobs("mma=wgmma,wg_overlap=false,wg_v_release=before_softmax")
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    j = parse_knobs(str(gallery / "wgmma-tma-j.knobs.json"))
+    assert "wg_v_release" not in j.recorded()
+    base = render(j)
+    loop_of = lambda src: src.split("        for (int j = 1; j < nb; ++j) {\n")[1].split(  # noqa: E731
+        "        turn_wait();\n        issue_pv(nb - 1);\n")[0]
+    # the default: after the whole softmax, then O's rescale
+    assert loop_of(base).index("softmax_any(j, alpha, any);") < loop_of(base).index(
+        "release(v_empty(slot(j - 1)));") < loop_of(base).index("rescale(alpha, any);")
+    for value, suffix in (("mid_softmax", "-vmid"), ("before_softmax", "-vbefore")):
+        k = j.replace(wg_v_release=value).validate()
+        assert k.slug().endswith(suffix) and k.recorded()["wg_v_release"] == value
+        src = render(k)
+        assert not [str(f) for f in check_source(src) if f.blocking]
+        # only the consumers change: past the recorded setting, everything up to the producer's
+        # call is j's
+        head = "      if (tid == 0) sm90_produce_tma<D>(a, sc, maps, q_s, k_s, v_s, bars);\n"
+        assert src.split(head)[0].split("\n#include", 1)[1] == base.split(head)[0].split("\n#include", 1)[1]
+        loop = loop_of(src)
+        assert loop.count("release(v_empty(slot(j - 1)));") == 1 and loop.count("wg_wait0();") == 1
+        if value == "before_softmax":
+            assert loop.index("wg_wait0();") < loop.index("release(v_empty(slot(j - 1)));") < loop.index(
+                "softmax_any(j, alpha, any);") < loop.index("rescale(alpha, any);")
+            continue
+        # mid_softmax: the wait and the release are the callback the softmax runs after its first
+        # row; a probe of the V stage's full barrier (passed already) comes first, and the first
+        # row's probabilities before it
+        callback = loop.split("softmax_any(j, alpha, any, [&] {")[1].split("          });\n")[0]
+        order = ["wg_fence_regs(s);", "mbar_wait(v_full(slot(j - 1)), ((gb + uint32_t(j - 1)) / S) & 1u);",
+                 "wg_wait0();", "wg_fence_regs(o);", "release(v_empty(slot(j - 1)));"]
+        assert [callback.index(x) for x in order] == sorted(callback.index(x) for x in order)
+        assert loop.index("});") < loop.index("rescale(alpha, any);")
+        softmax = src.split("    auto softmax = [&](int j, float (&alpha)[2], bool& any_rescale, auto masked_tag, "
+                            "auto mid) {\n")[1].split("\n    };\n")[0]
+        assert softmax.endswith(
+            "        l_run[h] = l_run[h] * al + rs;\n"
+            "        if (h == 0) mid();  // wg_v_release=mid_softmax: between the two rows\n      }")
+        # every call site passes a callback: the first block's and the plain loop's do nothing
+        assert src.count("softmax_any(0, alpha, any, [] {});") == 1
+        assert src.count("softmax_any(j, alpha, any, [] {});") == 1
+        assert src.count("softmax(j, alpha, any_rescale, TrueTag{}, mid);") == 2
+        # with clusters the release reaches the peer CTA's barrier too
+        cl = loop_of(render(k.replace(wg_cluster=2).validate()))
+        assert "release_kv(v_empty(slot(j - 1)));" in cl.split("softmax_any(j, alpha, any, [&] {")[1]
 
 
 def test_wg_kv_wait_first_leaves_the_waits_to_the_first_warpgroup_in_the_turn_order() -> None:

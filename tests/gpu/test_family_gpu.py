@@ -141,6 +141,10 @@ LEADER_J = LEADER_I + ",wg_l2_hint=kv_last"
     pytest.param(LEADER_E + ",wg_epilogue=tma,wg_tile_decode=producer,wg_epilogue_one_q=true", id="leader-f-one-q"),
     # the gallery's wgmma-tma-i with Q's descriptors formed once per tile (wg_desc=hoist)
     pytest.param(LEADER_I + ",wg_desc=hoist", id="leader-i-desc-hoist"),
+    # the gallery's wgmma-tma-j with block j - 1's P V waited for inside block j's softmax, and
+    # before it (wg_v_release)
+    pytest.param(LEADER_J + ",wg_v_release=mid_softmax", id="leader-j-v-mid"),
+    pytest.param(LEADER_J + ",wg_v_release=before_softmax", id="leader-j-v-before"),
 ])
 def test_tma_family_kernels_pass_a_subset_without_the_cp_async_fallback(spec: str, tmp_path: Path) -> None:
     # The check build: a call whose tensor maps cannot be encoded fails instead of silently

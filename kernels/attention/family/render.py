@@ -1407,6 +1407,56 @@ _KV_WAITS = tuple(
     for bar in ("k_full", "v_full"))
 
 
+
+# wg_v_release=mid_softmax (wg_overlap): in the overlapped loop, block j - 1's P V (issued in the
+# turn after block j's S) is waited for, and its V stage released, inside block j's softmax instead
+# of after it. The source calls it after the first of each thread's two rows; ptxas places the wait
+# after both rows' maxima, before the exponentials (a probe of V's full barrier ends its basic block
+# there: without the probe it moved the wait to the softmax's start). The producer copies V of
+# block j + 1 into that stage, so the copy can start earlier. FA3's SASS waits for its P V after
+# the maxima and 13 of its 66 exp2. Measured on wgmma-tma-j (stop 33): slower, see docs/family.md.
+_V_RELEASE_MID = (
+    ("    auto softmax = [&](int j, float (&alpha)[2], bool& any_rescale, auto masked_tag) {\n",
+     "    auto softmax = [&](int j, float (&alpha)[2], bool& any_rescale, auto masked_tag, auto mid) {\n"),
+    ("        l_run[h] = l_run[h] * al + rs;\n      }\n    };\n",
+     "        l_run[h] = l_run[h] * al + rs;\n"
+     "        if (h == 0) mid();  // wg_v_release=mid_softmax: between the two rows\n      }\n    };\n"),
+    ("    auto softmax_any = [&](int j, float (&alpha)[2], bool& any_rescale) {\n",
+     "    auto softmax_any = [&](int j, float (&alpha)[2], bool& any_rescale, auto mid) {\n"),
+    ("          softmax(j, alpha, any_rescale, FalseTag{});\n",
+     "          softmax(j, alpha, any_rescale, FalseTag{}, mid);\n"),
+    ("        softmax_any(0, alpha, any);\n",
+     "        softmax_any(0, alpha, any, [] {});  // no P V in flight yet\n"),
+    ("          softmax_any(j, alpha, any);\n          wg_wait0();\n          wg_fence_regs(o);\n"
+     "          release(v_empty(slot(j - 1)));\n",
+     "          softmax_any(j, alpha, any, [&] {  // P V of block j - 1: done, and its V stage free\n"
+     "            wg_fence_regs(s);  // the first row's probabilities first (else the wait moves up)\n"
+     "            // a probe of V's full barrier (passed already: its next fill waits for this release)\n"
+     "            // ends ptxas's basic block, which would otherwise hoist the wait above the first row\n"
+     "            mbar_wait(v_full(slot(j - 1)), ((gb + uint32_t(j - 1)) / S) & 1u);\n"
+     "            wg_wait0();\n            wg_fence_regs(o);\n            release(v_empty(slot(j - 1)));\n"
+     "          });\n"),
+    ("        softmax_any(j, alpha, any);\n        rescale(alpha, any);\n",
+     "        softmax_any(j, alpha, any, [] {});\n        rescale(alpha, any);\n"),
+)
+
+
+# wg_v_release=before_softmax (wg_overlap): block j - 1's P V waited for, and its V stage released,
+# before block j's softmax starts: the earliest release, the softmax behind both products.
+_V_RELEASE_BEFORE = (
+    "          softmax_any(j, alpha, any);\n          wg_wait0();\n          wg_fence_regs(o);\n"
+    "          release(v_empty(slot(j - 1)));\n",
+    "          wg_wait0();  // wg_v_release=before_softmax: P V of block j - 1 first, its V stage free\n"
+    "          wg_fence_regs(o);\n          release(v_empty(slot(j - 1)));\n          softmax_any(j, alpha, any);\n",
+)
+
+
+def _with_v_release_mid(text: str) -> str:
+    """wg_v_release=mid_softmax on the Hopper section."""
+    text = _swap(text, "softmax(j, alpha, any_rescale, TrueTag{});\n",
+                 "softmax(j, alpha, any_rescale, TrueTag{}, mid);\n", count=2)
+    return _swap_each(text, _V_RELEASE_MID)
+
 # wg_desc=hoist (after wg_desc=offset's edits): Q's descriptors are formed once per tile, before
 # the block loop, where the head dim's S = Q K^T has at most 8 k16 steps (d64, d128). ptxas then
 # keeps each step's Q half in a uniform-register quad of its own and writes only K's half before
@@ -1530,6 +1580,10 @@ def sm90_section(k: Knobs) -> str:
         text = _swap(text, _KV_IN_ORDER, _KV_K_AHEAD)
     if k.wg_idle_rows == "skip":
         text = _swap(text, *_IDLE_LOOP)
+    if k.wg_v_release == "mid_softmax":
+        text = _with_v_release_mid(text)
+    elif k.wg_v_release == "before_softmax":
+        text = _swap(text, *_V_RELEASE_BEFORE)
     if k.wg_decode == "wgmma":
         text = _swap(text, *_DECODE_USE)
     return text.replace("//@@SM90_WGMMA@@", wgmma_wrappers(ss, rs))

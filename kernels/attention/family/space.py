@@ -106,6 +106,10 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "wg_kv_order": ("kv", "k_ahead"),        # mma=wgmma, wg_load=tma: the producer copies each block's
                                                  # K then its V, or block j + 1's K before block j's V
                                                  # (the order the overlapped consumers use them in)
+        "wg_v_release": ("after_softmax", "mid_softmax", "before_softmax"),  # mma=wgmma, wg_overlap: the
+                                                 # consumers wait for block j - 1's P V and release its
+                                                 # V stage after block j's softmax, after its rows'
+                                                 # maxima, or before it
         "wg_l2_hint": ("none", "kv_last", "kv_last_q_first"),  # mma=wgmma, wg_load=tma: the copy engine's
                                                  # loads carry no L2 policy, or K/V's ask L2 to evict them
                                                  # last (every query tile of a head rereads them), and Q's
@@ -167,7 +171,8 @@ HOPPER_KNOBS = ("wg_block_n_d64", "wg_block_n_d128", "wg_block_n_d256", "wg_cons
                 "wg_stages_d64", "wg_stages_d128", "wg_full_order", "wg_cluster", "wg_kv_fence", "wg_kv_wait",
                 "wg_overlap", "wg_pingpong", "wg_load", "wg_q_stages", "wg_wide_d64", "wg_l2_sections",
                 "wg_scheduler", "wg_split_rule", "wg_split_cost", "wg_epilogue", "wg_desc", "wg_decode",
-                "wg_tile_decode", "wg_epilogue_one_q", "wg_kv_order", "wg_l2_hint", "wg_idle_rows", "wg_combine_pdl")
+                "wg_tile_decode", "wg_epilogue_one_q", "wg_kv_order", "wg_l2_hint", "wg_idle_rows", "wg_combine_pdl",
+                "wg_v_release")
 KNOB_LAYER = {knob: layer for layer, knobs in KNOB_SPACE.items() for knob in knobs}
 # Knobs a rendered file records only when they differ from their defaults (each was added after
 # files existed whose bytes their measured reports hash; Knobs.recorded).
@@ -175,7 +180,8 @@ RECORDED_WHEN_SET = ("decode_kv_warps", "split_combine", "wg_load", "wg_q_stages
                      "wg_l2_sections", "wg_scheduler", "wg_split_rule", "wg_split_cost", "wg_epilogue",
                      "wg_desc", "wg_decode", "wg_tile_decode", "wg_epilogue_one_q", "wg_kv_order",
                      "wg_full_order", "wg_cluster", "wg_kv_fence", "wg_kv_wait", "wg_stages_d64",
-                     "wg_stages_d128", "wg_l2_hint", "wg_idle_rows", "wg_combine_pdl")
+                     "wg_stages_d128", "wg_l2_hint", "wg_idle_rows", "wg_combine_pdl",
+                     "wg_v_release")
 
 
 class KnobError(ValueError):
@@ -241,6 +247,7 @@ class Knobs:
     wg_l2_hint: str = "none"
     wg_idle_rows: str = "compute"
     wg_combine_pdl: bool = False
+    wg_v_release: str = "after_softmax"
 
     # -- views -----------------------------------------------------------------------------
 
@@ -358,7 +365,8 @@ class Knobs:
                       + ("-waitfirst" if self.wg_kv_wait == "first" else "")
                       + {"none": "", "kv_last": "-kvlast", "kv_last_q_first": "-kvlqf"}[self.wg_l2_hint]
                       + ("-idleskip" if self.wg_idle_rows == "skip" else "")
-                      + ("-pdl" if self.wg_combine_pdl else "")]
+                      + ("-pdl" if self.wg_combine_pdl else "")
+                      + {"after_softmax": "", "mid_softmax": "-vmid", "before_softmax": "-vbefore"}[self.wg_v_release]]
         return "_".join(parts)
 
     # -- validation ------------------------------------------------------------------------
@@ -451,6 +459,11 @@ class Knobs:
             raise KnobError(
                 f"wg_kv_order={self.wg_kv_order} orders the copy engine's K and V copies: it needs "
                 "wg_load=tma (the cp.async producer warpgroup copies each block's K and V together)"
+            )
+        if self.wg_v_release != "after_softmax" and not self.wg_overlap:
+            raise KnobError(
+                f"wg_v_release={self.wg_v_release} waits for the previous block's P V inside the softmax: "
+                "it needs wg_overlap=True (without it no P V is in flight during the softmax)"
             )
         if self.wg_combine_pdl and self.split_kv == "off":
             raise KnobError(
