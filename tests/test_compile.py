@@ -122,3 +122,42 @@ def test_a_library_whose_symbols_cannot_be_read_is_a_compile_error(tmp_path: Pat
         path.write_bytes(data)
         with pytest.raises(CompileError):
             unique_symbols(path)
+
+
+@needs_nvcc
+def test_the_shim_is_built_once_beside_the_first_kernel_and_linked_into_every_library(tmp_path: Path) -> None:
+    # The first build compiles the shim in a thread while nvcc compiles the kernel; every later
+    # build of any kernel links that same object (the slow half of a build is the kernel's own).
+    first = compile_kernel(BASELINE)
+    shims = sorted((tmp_path / "cache" / "shim").glob("*/shim.o"))
+    assert len(shims) == 1
+    built_at = shims[0].stat().st_mtime_ns
+    other = tmp_path / "other.cu"
+    other.write_text(BASELINE.read_text() + "\n// another kernel\n")
+    second = compile_kernel(other)
+    assert not second.info.cached and second.library != first.library
+    assert sorted((tmp_path / "cache" / "shim").glob("*/shim.o")) == shims
+    assert shims[0].stat().st_mtime_ns == built_at
+    for built in (first, second):
+        lib = ctypes.CDLL(str(built.library))
+        assert lib.socratic_harness_last_error and lib.cuTensorMapEncodeTiled  # the shim's symbols
+        # the build names both steps: the kernel's own compile, then the link with the shim
+        compile_step, link_step = built.info.command.split(" && ")
+        assert "--split-compile=0" in compile_step and " -c kernel.cu -o kernel.o" in compile_step
+        assert link_step.endswith(f"-o {built.library} kernel.o shim.o") and "-z -Xlinker defs" in link_step
+        assert "ptxas info" in built.info.log  # the kernel's resource report is the log's
+    # nothing of the builds is left behind but the libraries, their logs and the shim
+    assert not list((tmp_path / "cache").rglob("kernel.o"))
+    assert not [p for p in (tmp_path / "cache").rglob("build-*") if any(p.iterdir())]
+
+
+@needs_nvcc
+def test_a_kernel_that_fails_to_compile_leaves_the_shim_usable(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.cu"
+    broken.write_text('#include "contract.h"\nint broken() { return not_declared_here; }\n')
+    with pytest.raises(CompileError) as err:
+        compile_kernel(broken)
+    assert "kernel.cu(2)" in err.value.log and "not_declared_here" in err.value.log
+    assert "shim" not in str(err.value) and "link" not in str(err.value)
+    assert compile_kernel(BASELINE).info.ok
+    assert len(list((tmp_path / "cache" / "shim").glob("*/shim.o"))) == 1
