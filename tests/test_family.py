@@ -1340,7 +1340,9 @@ def test_wg_combine_pdl_launches_the_hopper_paths_combine_as_a_programmatic_depe
     # stop 33's wait for the previous block's P V inside and before the softmax
     (dict(wg_v_release="mid_softmax"), 5),
     (dict(wg_v_release="before_softmax"), 5),
-], ids=["desc-hoist", "idle-pdl-l2-cluster", "v-mid", "v-before"])
+    # and block j's K waited for before the turn, with Q's descriptors hoisted
+    (dict(wg_k_wait="before_turn", wg_desc="hoist"), 5),
+], ids=["desc-hoist", "idle-pdl-l2-cluster", "v-mid", "v-before", "k-wait-hoist"])
 def test_leader_variants_compile_without_spills_or_serialized_wgmma(
         changes: dict[str, Any], entries: int, tmp_path: Path) -> None:
     gallery = ROOT / "kernels" / "attention" / "gallery"
@@ -1693,6 +1695,35 @@ def test_wg_v_release_moves_the_wait_for_the_previous_p_v_and_its_v_release_into
         # with clusters the release reaches the peer CTA's barrier too
         cl = loop_of(render(k.replace(wg_cluster=2).validate()))
         assert "release_kv(v_empty(slot(j - 1)));" in cl.split("softmax_any(j, alpha, any, [&] {")[1]
+
+
+def test_wg_k_wait_before_turn_waits_for_k_before_the_warpgroup_takes_its_turn() -> None:
+    assert KNOB_LAYER["wg_k_wait"] == "memory" and KNOB_SPACE["memory"]["wg_k_wait"] == ("in_turn", "before_turn")
+    with pytest.raises(KnobError, match="wg_k_wait"):
+        parse_knobs("wg_k_wait=before_turn")  # a Hopper knob
+    with pytest.raises(KnobError, match=r"wg_k_wait=before_turn .* it needs wg_kv_wait=each, not first"):
+        parse_knobs("mma=wgmma,wg_load=tma,wg_k_wait=before_turn,wg_kv_wait=first")
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    j = parse_knobs(str(gallery / "wgmma-tma-j.knobs.json"))
+    assert "wg_k_wait" not in j.recorded()
+    k = j.replace(wg_k_wait="before_turn").validate()
+    assert k.slug().endswith("-kwait") and k.recorded()["wg_k_wait"] == "before_turn"
+    for src in (render(k), render(k.replace(wg_overlap=False).validate()), render(k.replace(wg_cluster=2).validate()),
+                render(parse_knobs("mma=wgmma,wg_k_wait=before_turn"))):
+        assert not [str(f) for f in check_source(src) if f.blocking]
+        issue_qk = src.split("    auto issue_qk = [&](int j) {\n")[1].split("    };\n")[0]
+        assert "k_full" not in issue_qk and "wgmma_ss<BN>(s, " in issue_qk  # the turn issues only
+        consumers = src.split("    auto issue_qk = [&](int j) {\n")[1].split("    // Epilogue:")[0]
+        # every S = Q K^T of the computing loops: K waited for, then the turn, then the wgmmas
+        issues = re.findall(r"\n( *)turn_wait\(\);\n\1issue_qk\((\w+)\);", consumers)
+        assert len(issues) == 3 and all(
+            f"{ind}wait_k({j});\n{ind}turn_wait();\n{ind}issue_qk({j});" in consumers for ind, j in issues)
+        assert src.count("wait_k(") == 3 and src.count("auto wait_k = ") == 1  # three calls, one helper
+        wait_k = src.split("    auto wait_k = [&](int j) { ")[1].split(" };\n")[0]
+        assert wait_k == "mbar_wait(k_full(int((gb + uint32_t(j)) % S)), ((gb + uint32_t(j)) / S) & 1u);"
+        # V's wait stays inside the turn, between the two products
+        assert "mbar_wait(v_full(st), ((gb + uint32_t(j)) / S) & 1u);" in src.split(
+            "    auto issue_pv = [&](int j) {\n")[1].split("    };\n")[0]
 
 
 def test_wg_kv_wait_first_leaves_the_waits_to_the_first_warpgroup_in_the_turn_order() -> None:

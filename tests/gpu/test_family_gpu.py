@@ -145,6 +145,8 @@ LEADER_J = LEADER_I + ",wg_l2_hint=kv_last"
     # before it (wg_v_release)
     pytest.param(LEADER_J + ",wg_v_release=mid_softmax", id="leader-j-v-mid"),
     pytest.param(LEADER_J + ",wg_v_release=before_softmax", id="leader-j-v-before"),
+    # and with block j's K waited for before the warpgroup's turn (wg_k_wait), Q's descriptors hoisted
+    pytest.param(LEADER_J + ",wg_k_wait=before_turn,wg_desc=hoist", id="leader-j-k-wait-hoist"),
 ])
 def test_tma_family_kernels_pass_a_subset_without_the_cp_async_fallback(spec: str, tmp_path: Path) -> None:
     # The check build: a call whose tensor maps cannot be encoded fails instead of silently

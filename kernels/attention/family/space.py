@@ -106,6 +106,9 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "wg_kv_order": ("kv", "k_ahead"),        # mma=wgmma, wg_load=tma: the producer copies each block's
                                                  # K then its V, or block j + 1's K before block j's V
                                                  # (the order the overlapped consumers use them in)
+        "wg_k_wait": ("in_turn", "before_turn"),  # mma=wgmma, wg_kv_wait=each: a consumer warpgroup waits
+                                                 # for block j's K inside its turn to issue wgmmas, or
+                                                 # before it (FA3's order)
         "wg_v_release": ("after_softmax", "mid_softmax", "before_softmax"),  # mma=wgmma, wg_overlap: the
                                                  # consumers wait for block j - 1's P V and release its
                                                  # V stage after block j's softmax, after its rows'
@@ -172,7 +175,7 @@ HOPPER_KNOBS = ("wg_block_n_d64", "wg_block_n_d128", "wg_block_n_d256", "wg_cons
                 "wg_overlap", "wg_pingpong", "wg_load", "wg_q_stages", "wg_wide_d64", "wg_l2_sections",
                 "wg_scheduler", "wg_split_rule", "wg_split_cost", "wg_epilogue", "wg_desc", "wg_decode",
                 "wg_tile_decode", "wg_epilogue_one_q", "wg_kv_order", "wg_l2_hint", "wg_idle_rows", "wg_combine_pdl",
-                "wg_v_release")
+                "wg_v_release", "wg_k_wait")
 KNOB_LAYER = {knob: layer for layer, knobs in KNOB_SPACE.items() for knob in knobs}
 # Knobs a rendered file records only when they differ from their defaults (each was added after
 # files existed whose bytes their measured reports hash; Knobs.recorded).
@@ -181,7 +184,7 @@ RECORDED_WHEN_SET = ("decode_kv_warps", "split_combine", "wg_load", "wg_q_stages
                      "wg_desc", "wg_decode", "wg_tile_decode", "wg_epilogue_one_q", "wg_kv_order",
                      "wg_full_order", "wg_cluster", "wg_kv_fence", "wg_kv_wait", "wg_stages_d64",
                      "wg_stages_d128", "wg_l2_hint", "wg_idle_rows", "wg_combine_pdl",
-                     "wg_v_release")
+                     "wg_v_release", "wg_k_wait")
 
 
 class KnobError(ValueError):
@@ -248,6 +251,7 @@ class Knobs:
     wg_idle_rows: str = "compute"
     wg_combine_pdl: bool = False
     wg_v_release: str = "after_softmax"
+    wg_k_wait: str = "in_turn"
 
     # -- views -----------------------------------------------------------------------------
 
@@ -366,7 +370,8 @@ class Knobs:
                       + {"none": "", "kv_last": "-kvlast", "kv_last_q_first": "-kvlqf"}[self.wg_l2_hint]
                       + ("-idleskip" if self.wg_idle_rows == "skip" else "")
                       + ("-pdl" if self.wg_combine_pdl else "")
-                      + {"after_softmax": "", "mid_softmax": "-vmid", "before_softmax": "-vbefore"}[self.wg_v_release]]
+                      + {"after_softmax": "", "mid_softmax": "-vmid", "before_softmax": "-vbefore"}[self.wg_v_release]
+                      + ("-kwait" if self.wg_k_wait == "before_turn" else "")]
         return "_".join(parts)
 
     # -- validation ------------------------------------------------------------------------
@@ -459,6 +464,11 @@ class Knobs:
             raise KnobError(
                 f"wg_kv_order={self.wg_kv_order} orders the copy engine's K and V copies: it needs "
                 "wg_load=tma (the cp.async producer warpgroup copies each block's K and V together)"
+            )
+        if self.wg_k_wait != "in_turn" and self.wg_kv_wait != "each":
+            raise KnobError(
+                f"wg_k_wait={self.wg_k_wait} moves every consumer's wait for K before its turn: it needs "
+                f"wg_kv_wait=each, not {self.wg_kv_wait}"
             )
         if self.wg_v_release != "after_softmax" and not self.wg_overlap:
             raise KnobError(
