@@ -1644,16 +1644,24 @@ def test_wg_kv_fence_keeps_the_proxy_fence_only_where_generic_writes_fill_the_st
     assert gsrc.count("      fence_async_smem();\n      wg_fence") == 2  # every block keeps it by default
 
 
+def _hopper_knob_on_leader_j(name: str, values: tuple[str, ...], refused: str, rule: str) -> Knobs:
+    """A memory-layer Hopper knob's contract: its values, refused without mma=wgmma and where
+    `refused` breaks `rule`; the leader wgmma-tma-j's setting (which does not record it) returned."""
+    assert KNOB_LAYER[name] == "memory" and KNOB_SPACE["memory"][name] == values
+    with pytest.raises(KnobError, match=name):
+        parse_knobs(f"{name}={values[1]}")  # a Hopper knob
+    with pytest.raises(KnobError, match=rule):
+        parse_knobs(refused)
+    j = parse_knobs(str(ROOT / "kernels" / "attention" / "gallery" / "wgmma-tma-j.knobs.json"))
+    assert name not in j.recorded()
+    return j
+
+
 def test_wg_v_release_moves_the_wait_for_the_previous_p_v_and_its_v_release_into_the_softmax() -> None:
-    assert KNOB_LAYER["wg_v_release"] == "memory"
-    assert KNOB_SPACE["memory"]["wg_v_release"] == ("after_softmax", "mid_softmax", "before_softmax")
-    with pytest.raises(KnobError, match="wg_v_release"):
-        parse_knobs("wg_v_release=mid_softmax")  # a Hopper knob
-    with pytest.raises(KnobError, match=r"wg_v_release=before_softmax .* it needs wg_overlap=True"):
-        parse_knobs("mma=wgmma,wg_overlap=false,wg_v_release=before_softmax")
-    gallery = ROOT / "kernels" / "attention" / "gallery"
-    j = parse_knobs(str(gallery / "wgmma-tma-j.knobs.json"))
-    assert "wg_v_release" not in j.recorded()
+    j = _hopper_knob_on_leader_j(
+        "wg_v_release", ("after_softmax", "mid_softmax", "before_softmax"),
+        "mma=wgmma,wg_overlap=false,wg_v_release=before_softmax",
+        r"wg_v_release=before_softmax .* it needs wg_overlap=True")
     base = render(j)
     loop_of = lambda src: src.split("        for (int j = 1; j < nb; ++j) {\n")[1].split(  # noqa: E731
         "        turn_wait();\n        issue_pv(nb - 1);\n")[0]
@@ -1698,14 +1706,9 @@ def test_wg_v_release_moves_the_wait_for_the_previous_p_v_and_its_v_release_into
 
 
 def test_wg_k_wait_before_turn_waits_for_k_before_the_warpgroup_takes_its_turn() -> None:
-    assert KNOB_LAYER["wg_k_wait"] == "memory" and KNOB_SPACE["memory"]["wg_k_wait"] == ("in_turn", "before_turn")
-    with pytest.raises(KnobError, match="wg_k_wait"):
-        parse_knobs("wg_k_wait=before_turn")  # a Hopper knob
-    with pytest.raises(KnobError, match=r"wg_k_wait=before_turn .* it needs wg_kv_wait=each, not first"):
-        parse_knobs("mma=wgmma,wg_load=tma,wg_k_wait=before_turn,wg_kv_wait=first")
-    gallery = ROOT / "kernels" / "attention" / "gallery"
-    j = parse_knobs(str(gallery / "wgmma-tma-j.knobs.json"))
-    assert "wg_k_wait" not in j.recorded()
+    j = _hopper_knob_on_leader_j(
+        "wg_k_wait", ("in_turn", "before_turn"), "mma=wgmma,wg_load=tma,wg_k_wait=before_turn,wg_kv_wait=first",
+        r"wg_k_wait=before_turn .* it needs wg_kv_wait=each, not first")
     k = j.replace(wg_k_wait="before_turn").validate()
     assert k.slug().endswith("-kwait") and k.recorded()["wg_k_wait"] == "before_turn"
     for src in (render(k), render(k.replace(wg_overlap=False).validate()), render(k.replace(wg_cluster=2).validate()),
