@@ -39,7 +39,6 @@ COMPILE_FLAGS = (
     "-lineinfo", "-Xptxas", "-v", "--split-compile=0",
 )
 LINK_FLAGS = ("-shared", "-Xlinker", "-z", "-Xlinker", "defs")
-BASE_FLAGS = (*COMPILE_FLAGS, *LINK_FLAGS)
 COMPILE_TIMEOUT_S = 300
 
 

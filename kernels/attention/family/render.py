@@ -1407,12 +1407,12 @@ _KV_WAITS = tuple(
     for bar in ("k_full", "v_full"))
 
 
-
 # wg_k_wait=before_turn (wg_kv_wait=each): a consumer warpgroup waits for block j's K before it
 # takes its turn to issue wgmmas, not inside the turn (FA3's order: its consumer_wait on K comes
 # before the scheduler barrier; V's wait stays between the two products). The turn then holds the
 # two wgmma chains and V's wait only. Stop 33's profile of wgmma-tma-j against FA3 (d128 causal
 # s8192) put 32% of our samples in the turn's 125 instructions against FA3's 15% in its 27.
+# Measured on wgmma-tma-j (stop 33): no change, with or without wg_desc=hoist (docs/family.md).
 _K_WAIT_LINE = "      mbar_wait(k_full(st), ((gb + uint32_t(j)) / S) & 1u);\n"
 _K_WAIT_BEFORE_TURN = (
     ("    // S = Q K^T of block j, issued (not waited for).\n",
@@ -1488,6 +1488,7 @@ def _with_v_release_mid(text: str) -> str:
     text = _swap(text, "softmax(j, alpha, any_rescale, TrueTag{});\n",
                  "softmax(j, alpha, any_rescale, TrueTag{}, mid);\n", count=2)
     return _swap_each(text, _V_RELEASE_MID)
+
 
 # wg_desc=hoist (after wg_desc=offset's edits): Q's descriptors are formed once per tile, before
 # the block loop, where the head dim's S = Q K^T has at most 8 k16 steps (d64, d128). ptxas then

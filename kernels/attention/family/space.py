@@ -472,8 +472,8 @@ class Knobs:
             )
         if self.wg_v_release != "after_softmax" and not self.wg_overlap:
             raise KnobError(
-                f"wg_v_release={self.wg_v_release} waits for the previous block's P V inside the softmax: "
-                "it needs wg_overlap=True (without it no P V is in flight during the softmax)"
+                f"wg_v_release={self.wg_v_release} moves the wait for the previous block's P V into or before "
+                "the softmax: it needs wg_overlap=True (without it no P V is in flight during the softmax)"
             )
         if self.wg_combine_pdl and self.split_kv == "off":
             raise KnobError(
