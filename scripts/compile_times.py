@@ -22,10 +22,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent.parent
 BUILD = """
 import sys, time, pathlib
-from harness.compile import compile_kernel
+from harness.compile import CompileError, compile_kernel
 for path in sys.argv[1:]:
     t = time.monotonic()
-    info = compile_kernel(pathlib.Path(path)).info
+    try:
+        info = compile_kernel(pathlib.Path(path)).info
+    except CompileError as err:
+        sys.exit(f"{path}: {err}\\n{err.log}")
     print(f"{time.monotonic() - t:.2f} {int(info.ok)} {int(info.cached)}")
 """
 
@@ -39,9 +42,11 @@ def build(checkout: Path, kernels: list[Path], tag: str) -> list[float]:
             copy.write_text(k.read_text() + f"\n// {tag}: a new source\n")
             copies.append(str(copy))
         env = {**os.environ, "SOCRATIC_CACHE_DIR": str(Path(tmp) / "cache"), "PYTHONPATH": str(checkout)}
-        out = subprocess.run([sys.executable, "-c", BUILD, *copies], cwd=checkout, env=env,
-                             capture_output=True, text=True, check=True).stdout.split("\n")
-    rows = [line.split() for line in out if line.strip()]
+        proc = subprocess.run([sys.executable, "-c", BUILD, *copies], cwd=checkout, env=env,
+                              capture_output=True, text=True)
+    if proc.returncode != 0:  # a compile error, or a checkout without the harness
+        raise SystemExit(f"{checkout}: the build failed:\n{proc.stderr.strip()[-3000:]}")
+    rows = [line.split() for line in proc.stdout.split("\n") if line.strip()]
     if any(ok != "1" or cached != "0" for _, ok, cached in rows):
         raise SystemExit(f"{checkout}: a build failed or came from a cache: {rows}")
     return [float(s) for s, _, _ in rows]
@@ -54,6 +59,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     kernels = [k.resolve() for k in args.kernels]
+    missing = [str(k) for k in kernels if not k.is_file()]
+    if missing or (args.before is not None and not (args.before / "harness" / "compile.py").is_file()):
+        ap.error(f"no such kernel: {', '.join(missing)}" if missing else f"{args.before} is not a checkout")
     arms = {"after": HERE} if args.before is None else {"before": args.before.resolve(), "after": HERE}
     seconds: dict[str, list[list[float]]] = {name: [] for name in arms}
     for r in range(1, args.rounds + 1):
