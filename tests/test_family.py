@@ -1342,7 +1342,9 @@ def test_wg_combine_pdl_launches_the_hopper_paths_combine_as_a_programmatic_depe
     (dict(wg_v_release="before_softmax"), 5),
     # and block j's K waited for before the turn, with Q's descriptors hoisted
     (dict(wg_k_wait="before_turn", wg_desc="hoist"), 5),
-], ids=["desc-hoist", "idle-pdl-l2-cluster", "v-mid", "v-before", "k-wait-hoist"])
+    # stop 34's second register set for P (d128 and d256 of the copy-engine build; the unrolled loop)
+    (dict(wg_p_buffers=2), 5),
+], ids=["desc-hoist", "idle-pdl-l2-cluster", "v-mid", "v-before", "k-wait-hoist", "p-buffers"])
 def test_leader_variants_compile_without_spills_or_serialized_wgmma(
         changes: dict[str, Any], entries: int, tmp_path: Path) -> None:
     gallery = ROOT / "kernels" / "attention" / "gallery"
@@ -1703,6 +1705,80 @@ def test_wg_v_release_moves_the_wait_for_the_previous_p_v_and_its_v_release_into
         # with clusters the release reaches the peer CTA's barrier too
         cl = loop_of(render(k.replace(wg_cluster=2).validate()))
         assert "release_kv(v_empty(slot(j - 1)));" in cl.split("softmax_any(j, alpha, any, [&] {")[1]
+
+
+def _fragment_slots(src: str) -> dict[tuple[int, int], tuple[int, int]]:
+    """Which two probabilities of s (fp32, the accumulator layout) each P fragment register
+    (set index kk, register i) packs, as pack() writes them and as wg_p_buffers=2's softmax does:
+    {(kk, i): (first, second)}, the C index expressions evaluated for every kk, nt and h."""
+    kn = 8  # d128: BN = 128 keys, eight k16 steps of P V
+    slots: dict[tuple[int, int], tuple[int, int]] = {}
+    for i, a, b in re.findall(r"pf\[kk\]\[(\d)\] = pack_bf16\(s\[([^]]+)\], s\[([^]]+)\]\);", src):
+        for kk in range(kn):
+            slots[(kk, int(i))] = (eval(a, {"kk": kk}), eval(b, {"kk": kk}))
+    return slots
+
+
+def test_wg_p_buffers_packs_p_beside_the_exponentials_into_the_set_no_p_v_reads() -> None:
+    assert KNOB_LAYER["wg_p_buffers"] == "math" and KNOB_SPACE["math"]["wg_p_buffers"] == (1, 2)
+    with pytest.raises(KnobError, match="wg_p_buffers"):
+        parse_knobs("wg_p_buffers=2")  # a Hopper knob
+    for refused in ("mma=wgmma,wg_load=tma,wg_overlap=false,wg_p_buffers=2", "mma=wgmma,wg_p_buffers=2"):
+        with pytest.raises(KnobError, match=r"wg_p_buffers=2 .* it needs wg_overlap=True and wg_load=tma"):
+            parse_knobs(refused)
+    for other in ("wg_v_release=mid_softmax", "wg_k_wait=before_turn"):
+        with pytest.raises(KnobError, match=r"wg_p_buffers=2 rewrites the overlapped loop"):
+            parse_knobs(f"mma=wgmma,wg_load=tma,wg_p_buffers=2,{other}")
+    j = parse_knobs(str(ROOT / "kernels" / "attention" / "gallery" / "wgmma-tma-j.knobs.json"))
+    assert "wg_p_buffers" not in j.recorded()
+    k = j.replace(wg_p_buffers=2).validate()
+    assert k.slug().endswith("-p2") and k.recorded()["wg_p_buffers"] == 2
+    base, src = render(j), render(k)
+    assert not [str(f) for f in check_source(src) if f.blocking]
+    # only the consumers change: up to the producer's call, everything past the recorded setting is j's
+    head = "      if (tid == 0) sm90_produce_tma<D>(a, sc, maps, q_s, k_s, v_s, bars);\n"
+    assert src.split(head)[0].split("\n#include", 1)[1] == base.split(head)[0].split("\n#include", 1)[1]
+    # the second set exists where registers allow it: d128 and d256 of the copy-engine build
+    assert "    constexpr bool kTwoP = D >= 128 && kTma;\n    uint32_t pg[kTwoP ? KN : 1][4];\n" in src
+    # the softmax packs each row's probabilities after its exponentials, into the fragment
+    # registers pack() would have filled: the same layout, register for register
+    softmax = src.split("auto masked_tag, uint32_t (*pn)[4]) {\n")[1].split("\n    };\n")[0]
+    inline = softmax.split("if constexpr (kTwoP) {")[1]
+    assert softmax.index("rs += pv;") < softmax.index("if constexpr (kTwoP) {") < softmax.index(
+        "l_run[h] = l_run[h] * al + rs;")
+    lhs, a, b = re.search(r"pn\[(.+?)\] = pack_bf16\(s\[([^]]+)\], s\[([^]]+)\]\);", inline).groups()
+    kk_expr, i_expr = lhs.split("][")
+    inline_slots = {}
+    for nt in range(16):  # NT: BN / 8 column tiles of 8 keys
+        for h in range(2):
+            env = {"nt": nt, "h": h}
+            key = (eval(kk_expr.replace("/", "//"), env), eval(i_expr, env))
+            assert key not in inline_slots
+            inline_slots[key] = (eval(a, env), eval(b, env))
+    assert inline_slots == _fragment_slots(src) and len(inline_slots) == 32
+    # the overlapped loop: two steps a turn of the loop, the sets alternating; each step issues P V
+    # of block j - 1 from the set block j - 1's softmax filled, then block j's softmax fills the
+    # other one, before the wait for that P V
+    two = src.split("        if constexpr (kTwoP) {\n")[1].split("        } else {\n        pack();\n")[0]
+    step = two.split("auto step = [&](int j, uint32_t (&pn)[KN][4], const uint32_t (&pp)[KN][4]) {\n")[1]
+    step = step.split("          };\n")[0]
+    order = ["issue_qk(j);", "issue_pv(j - 1, pp);", "turn_pass();", "softmax_any(j, alpha, any, pn);",
+             "wg_wait0();", "release(v_empty(slot(j - 1)));", "rescale(alpha, any);"]
+    assert [step.index(x) for x in order] == sorted(step.index(x) for x in order)
+    loop = two.split("for (int j = 1; j < nb; j += 2) {")[1].split("          }\n")[0]
+    assert [line.strip() for line in loop.strip().splitlines()[1:]] == [
+        "step(j, pg, pf);", "if (j + 1 == nb) break;", "step(j + 1, pf, pg);"]
+    # block 0 packs into pf, so block nb - 1's P is in pg exactly when nb - 1 is odd
+    assert src.count("        softmax_any(0, alpha, any, pf);\n") == 1
+    tail = two.split("          turn_wait();\n          if ((nb - 1) & 1) {\n")[1]
+    assert tail.startswith("            issue_pv(nb - 1, pg);\n          } else {\n            issue_pv(nb - 1, pf);\n")
+    # d64 and the cp.async build keep one set, packed once P V of block j - 1 is done
+    one = src.split("        } else {\n        pack();\n")[1].split("        issue_pv(nb - 1, pf);\n")[0]
+    assert one.index("issue_pv(j - 1, pf);") < one.index("softmax_any(j, alpha, any, pf);") < one.index(
+        "wg_wait0();") < one.index("          pack();")
+    # the block-by-block loop (no P V in flight in the softmax) packs inside it with two sets
+    plain = src.split("    } else {\n      for (int j = 0; j < nb; ++j) {\n")[1]
+    assert "        if constexpr (!kTwoP) pack();" in plain.split("issue_pv(j, pf);")[0]
 
 
 def test_wg_k_wait_before_turn_waits_for_k_before_the_warpgroup_takes_its_turn() -> None:

@@ -147,6 +147,8 @@ LEADER_J = LEADER_I + ",wg_l2_hint=kv_last"
     pytest.param(LEADER_J + ",wg_v_release=before_softmax", id="leader-j-v-before"),
     # and with block j's K waited for before the warpgroup's turn (wg_k_wait), Q's descriptors hoisted
     pytest.param(LEADER_J + ",wg_k_wait=before_turn,wg_desc=hoist", id="leader-j-k-wait-hoist"),
+    # and with P's fragments in two register sets, packed beside the exponentials (wg_p_buffers)
+    pytest.param(LEADER_J + ",wg_p_buffers=2", id="leader-j-p2"),
 ])
 def test_tma_family_kernels_pass_a_subset_without_the_cp_async_fallback(spec: str, tmp_path: Path) -> None:
     # The check build: a call whose tensor maps cannot be encoded fails instead of silently
@@ -198,6 +200,9 @@ def test_tma_family_kernels_pass_a_subset_without_the_cp_async_fallback(spec: st
     # the gallery's wgmma-tma-j with the combine kernel launched as a programmatic dependent of the
     # attention kernel (it waits in griddepcontrol for the partials)
     pytest.param(LEADER_J + ",wg_combine_pdl=true", id="leader-i-kv-last-pdl"),
+    # the gallery's wgmma-tma-j with two P register sets: decode tiles' one to three key blocks per
+    # split end the unrolled loop on either set
+    pytest.param(LEADER_J + ",wg_p_buffers=2", id="leader-j-p2-decode"),
 ])
 def test_decode_key_warps_pass_every_decode_scenario(spec: str, tmp_path: Path) -> None:
     # decode_kv_warps splits each block's keys among warps that merge at the end of a tile: every

@@ -1490,6 +1490,91 @@ def _with_v_release_mid(text: str) -> str:
     return _swap_each(text, _V_RELEASE_MID)
 
 
+# wg_p_buffers=2 (wg_overlap, wg_load=tma; d128 and d256): two register sets for P's bf16
+# fragments, the block loop unrolled by two so that each names its set. Block j's softmax packs
+# each row's probabilities beside its exponentials into the set block j - 1's P V (in flight) does
+# not read; with one set the packing waits for that P V, after the last exponential (stop 33's
+# SASS: the wait, the vote and 32 F2FP alone after 66 MUFU, where FA3 runs its packing in the
+# exponentials' shadow). The pack stays inside the softmax's basic block: ptxas sinks a pack
+# written after it to its use, past the wait. d64's three consumer warpgroups (160 registers) and
+# the cp.async build (a call no tensor map describes) keep one set: both spill with two.
+_P_BUFFER_DECL = (
+    "    uint32_t pf[KN][4];  // P of the block whose P V is next, as bf16 A fragments\n",
+    "    uint32_t pf[KN][4];  // P of the block whose P V is next, as bf16 A fragments\n"
+    "    // wg_p_buffers=2: P's second register set (d128, d256, the copy-engine build)\n"
+    "    constexpr bool kTwoP = D >= 128 && kTma;\n"
+    "    uint32_t pg[kTwoP ? KN : 1][4];\n",
+)
+_P_BUFFER_EDITS = (
+    ("    auto issue_pv = [&](int j) {\n",
+     "    auto issue_pv = [&](int j, const uint32_t (&pa)[KN][4]) {\n"),
+    ("wgmma_rs<D>(o, pf[kk], ", "wgmma_rs<D>(o, pa[kk], "),
+    # a pointer, not a reference to the array: cicc 13.0 crashed on the generic lambda with one
+    ("    auto softmax = [&](int j, float (&alpha)[2], bool& any_rescale, auto masked_tag) {\n",
+     "    auto softmax = [&](int j, float (&alpha)[2], bool& any_rescale, auto masked_tag, uint32_t (*pn)[4]) {\n"),
+    ("            s[nt * 4 + 2 * h + e] = pv;\n            rs += pv;\n          }\n",
+     "            s[nt * 4 + 2 * h + e] = pv;\n            rs += pv;\n          }\n"
+     "        if constexpr (kTwoP) {  // wg_p_buffers=2: the row's P packed beside its exponentials\n"
+     "#pragma unroll\n"
+     "          for (int nt = 0; nt < NT; ++nt)\n"
+     "            pn[nt / 2][(nt & 1) * 2 + h] = pack_bf16(s[nt * 4 + 2 * h], s[nt * 4 + 2 * h + 1]);\n"
+     "        }\n"),
+    ("    auto softmax_any = [&](int j, float (&alpha)[2], bool& any_rescale) {\n",
+     "    auto softmax_any = [&](int j, float (&alpha)[2], bool& any_rescale, uint32_t (*pn)[4]) {\n"),
+    ("          softmax(j, alpha, any_rescale, FalseTag{});\n",
+     "          softmax(j, alpha, any_rescale, FalseTag{}, pn);\n"),
+    ("        softmax_any(0, alpha, any);\n        pack();\n        for (int j = 1; j < nb; ++j) {\n",
+     "        softmax_any(0, alpha, any, pf);\n"
+     "        if constexpr (kTwoP) {\n"
+     "          // wg_p_buffers=2: block j's softmax packs into the set P V of block j - 1 does not read\n"
+     "          auto step = [&](int j, uint32_t (&pn)[KN][4], const uint32_t (&pp)[KN][4]) {\n"
+     "            turn_wait();\n"
+     "            issue_qk(j);\n"
+     "            issue_pv(j - 1, pp);\n"
+     "            turn_pass();\n"
+     "            asm volatile(\"wgmma.wait_group.sync.aligned 1;\\n\" ::: \"memory\");\n"
+     "            wg_fence_regs(s);\n"
+     "            release(k_empty(slot(j)));\n"
+     "            if (j == nb - 1) release_q();\n"
+     "            softmax_any(j, alpha, any, pn);\n"
+     "            wg_wait0();\n"
+     "            wg_fence_regs(o);\n"
+     "            release(v_empty(slot(j - 1)));\n"
+     "            rescale(alpha, any);\n"
+     "          };\n"
+     "          for (int j = 1; j < nb; j += 2) {  // odd blocks' P in pg, even blocks' in pf\n"
+     "            step(j, pg, pf);\n"
+     "            if (j + 1 == nb) break;\n"
+     "            step(j + 1, pf, pg);\n"
+     "          }\n"
+     "          turn_wait();\n"
+     "          if ((nb - 1) & 1) {\n"
+     "            issue_pv(nb - 1, pg);\n"
+     "          } else {\n"
+     "            issue_pv(nb - 1, pf);\n"
+     "          }\n"
+     "          turn_pass();\n"
+     "        } else {\n"
+     "        pack();\n"
+     "        for (int j = 1; j < nb; ++j) {\n"),
+    ("          issue_pv(j - 1);\n", "          issue_pv(j - 1, pf);\n"),
+    ("        turn_wait();\n        issue_pv(nb - 1);\n        turn_pass();\n",
+     "        turn_wait();\n        issue_pv(nb - 1, pf);\n        turn_pass();\n        }\n"),
+    ("        softmax_any(j, alpha, any);\n        rescale(alpha, any);\n        pack();\n",
+     "        softmax_any(j, alpha, any, pf);\n        rescale(alpha, any);\n"
+     "        if constexpr (!kTwoP) pack();  // wg_p_buffers=2: packed in the softmax (no P V in flight)\n"),
+    ("        issue_pv(j);\n", "        issue_pv(j, pf);\n"),
+)
+
+
+def _with_p_buffers(text: str) -> str:
+    """wg_p_buffers=2 on the Hopper section (the overlapped loop as the template writes it)."""
+    text = _swap(text, "softmax(j, alpha, any_rescale, TrueTag{});\n",
+                 "softmax(j, alpha, any_rescale, TrueTag{}, pn);\n", count=2)
+    text = _swap(text, "          softmax_any(j, alpha, any);\n", "          softmax_any(j, alpha, any, pf);\n")
+    return _swap_each(text, (_P_BUFFER_DECL, *_P_BUFFER_EDITS))
+
+
 # wg_desc=hoist (after wg_desc=offset's edits): Q's descriptors are formed once per tile, before
 # the block loop, where the head dim's S = Q K^T has at most 8 k16 steps (d64, d128). ptxas then
 # keeps each step's Q half in a uniform-register quad of its own and writes only K's half before
@@ -1619,6 +1704,8 @@ def sm90_section(k: Knobs) -> str:
         text = _with_v_release_mid(text)
     elif k.wg_v_release == "before_softmax":
         text = _swap(text, *_V_RELEASE_BEFORE)
+    if k.wg_p_buffers == 2:
+        text = _with_p_buffers(text)
     if k.wg_decode == "wgmma":
         text = _swap(text, *_DECODE_USE)
     return text.replace("//@@SM90_WGMMA@@", wgmma_wrappers(ss, rs))

@@ -122,6 +122,10 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "mma": ("mma_sync", "wgmma"),            # mma.sync everywhere, or the Hopper layer (sm_90a wgmma,
                                                  # producer/consumer warpgroups) for non-decode shapes
         "wg_overlap": (True, False),             # mma=wgmma: softmax of block j under P V of block j-1
+        "wg_p_buffers": (1, 2),                  # mma=wgmma, wg_overlap, wg_load=tma: P's bf16 fragments
+                                                 # in one register set, packed once P V of block j - 1
+                                                 # is done, or in two (the loop unrolled by two), packed
+                                                 # beside the exponentials (d128, d256)
         "q_fragments": ("smem", "registers"),    # Q A-fragments re-read by ldmatrix, or kept in registers
         "softmax_exp": ("exp2_folded", "expf"),  # ex2.approx with scale*log2e folded into one FFMA, or expf
         "rescale": ("always", "lazy"),           # rescale O on every new max, or only past 2^8 growth
@@ -175,7 +179,7 @@ HOPPER_KNOBS = ("wg_block_n_d64", "wg_block_n_d128", "wg_block_n_d256", "wg_cons
                 "wg_overlap", "wg_pingpong", "wg_load", "wg_q_stages", "wg_wide_d64", "wg_l2_sections",
                 "wg_scheduler", "wg_split_rule", "wg_split_cost", "wg_epilogue", "wg_desc", "wg_decode",
                 "wg_tile_decode", "wg_epilogue_one_q", "wg_kv_order", "wg_l2_hint", "wg_idle_rows", "wg_combine_pdl",
-                "wg_v_release", "wg_k_wait")
+                "wg_v_release", "wg_k_wait", "wg_p_buffers")
 KNOB_LAYER = {knob: layer for layer, knobs in KNOB_SPACE.items() for knob in knobs}
 # Knobs a rendered file records only when they differ from their defaults (each was added after
 # files existed whose bytes their measured reports hash; Knobs.recorded).
@@ -184,7 +188,7 @@ RECORDED_WHEN_SET = ("decode_kv_warps", "split_combine", "wg_load", "wg_q_stages
                      "wg_desc", "wg_decode", "wg_tile_decode", "wg_epilogue_one_q", "wg_kv_order",
                      "wg_full_order", "wg_cluster", "wg_kv_fence", "wg_kv_wait", "wg_stages_d64",
                      "wg_stages_d128", "wg_l2_hint", "wg_idle_rows", "wg_combine_pdl",
-                     "wg_v_release", "wg_k_wait")
+                     "wg_v_release", "wg_k_wait", "wg_p_buffers")
 
 
 class KnobError(ValueError):
@@ -252,6 +256,7 @@ class Knobs:
     wg_combine_pdl: bool = False
     wg_v_release: str = "after_softmax"
     wg_k_wait: str = "in_turn"
+    wg_p_buffers: int = 1
 
     # -- views -----------------------------------------------------------------------------
 
@@ -371,7 +376,8 @@ class Knobs:
                       + ("-idleskip" if self.wg_idle_rows == "skip" else "")
                       + ("-pdl" if self.wg_combine_pdl else "")
                       + {"after_softmax": "", "mid_softmax": "-vmid", "before_softmax": "-vbefore"}[self.wg_v_release]
-                      + ("-kwait" if self.wg_k_wait == "before_turn" else "")]
+                      + ("-kwait" if self.wg_k_wait == "before_turn" else "")
+                      + ("-p2" if self.wg_p_buffers == 2 else "")]
         return "_".join(parts)
 
     # -- validation ------------------------------------------------------------------------
@@ -474,6 +480,17 @@ class Knobs:
             raise KnobError(
                 f"wg_v_release={self.wg_v_release} moves the wait for the previous block's P V into or before "
                 "the softmax: it needs wg_overlap=True (without it no P V is in flight during the softmax)"
+            )
+        if self.wg_p_buffers != 1 and (not self.wg_overlap or self.wg_load != "tma"):
+            raise KnobError(
+                f"wg_p_buffers={self.wg_p_buffers} packs block j's P while block j - 1's P V is in flight: "
+                "it needs wg_overlap=True and wg_load=tma (the second register set is the copy-engine "
+                "build's; the cp.async build of d128 spills with it)"
+            )
+        if self.wg_p_buffers != 1 and (self.wg_v_release != "after_softmax" or self.wg_k_wait != "in_turn"):
+            raise KnobError(
+                f"wg_p_buffers={self.wg_p_buffers} rewrites the overlapped loop: it is written for "
+                "wg_v_release=after_softmax and wg_k_wait=in_turn (both measured as no gain, stop 33)"
             )
         if self.wg_combine_pdl and self.split_kv == "off":
             raise KnobError(
