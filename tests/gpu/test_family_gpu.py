@@ -200,7 +200,7 @@ def test_tma_family_kernels_pass_a_subset_without_the_cp_async_fallback(spec: st
     # the gallery's wgmma-tma-j with the combine kernel launched as a programmatic dependent of the
     # attention kernel (it waits in griddepcontrol for the partials)
     pytest.param(LEADER_J + ",wg_combine_pdl=true", id="leader-i-kv-last-pdl"),
-    # the gallery's wgmma-tma-j with two P register sets: decode tiles' one to three key blocks per
+    # the gallery's wgmma-tma-j with two P register sets: decode tiles' few key blocks per
     # split end the unrolled loop on either set
     pytest.param(LEADER_J + ",wg_p_buffers=2", id="leader-j-p2-decode"),
 ])
