@@ -327,7 +327,7 @@ def test_tma_kernel_compiles_without_spills(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["wgmma-tma-a", "wgmma-tma-b", "wgmma-tma-c", "wgmma-tma-d", "wgmma-tma-e",
                                   "wgmma-tma-f", "wgmma-tma-g", "wgmma-tma-h",
-                                  "wgmma-tma-i", "wgmma-tma-j"])
+                                  "wgmma-tma-i", "wgmma-tma-j", "wgmma-tma-k"])
 def test_tma_gallery_reports_were_measured_on_the_strict_build_of_the_gallery_file(name: str) -> None:
     import hashlib
 
@@ -883,12 +883,13 @@ def test_the_decode_kernels_with_key_warps_compile_without_spills() -> None:
 
 def test_split_combine_is_a_scheduling_knob_that_needs_split_kv() -> None:
     assert KNOB_LAYER["split_combine"] == "scheduling"
-    assert KNOB_SPACE["scheduling"]["split_combine"] == ("serial", "parallel", "wide")
-    for value in ("parallel", "wide"):
+    assert KNOB_SPACE["scheduling"]["split_combine"] == ("serial", "parallel", "wide", "burst")
+    for value in ("parallel", "wide", "burst"):
         with pytest.raises(KnobError, match=f"split_combine={value} changes how split-KV partials merge"):
             parse_knobs(f"split_kv=off,split_combine={value}")
     assert "_split-1wave-pcomb_" in parse_knobs("split_combine=parallel").slug()
     assert "_split-1wave-wcomb_" in parse_knobs("split_combine=wide").slug()
+    assert "_split-1wave-bcomb_" in parse_knobs("split_combine=burst").slug()
     assert {n.split_combine for n in neighbours(default_knobs(), "scheduling")} >= {"parallel", "wide"}
 
 
@@ -906,25 +907,63 @@ def test_split_combine_renders_one_combine_for_both_layers_and_serial_keeps_the_
         assert src.count("want = want < kMaxSplits ? want : kMaxSplits;") == (2 if "wgmma" in name else 1)
 
 
-def test_split_combine_wide_adds_a_cta_per_row_combine_for_few_rows_in_both_planners() -> None:
+def _few_rows_combine(value: str, kernel: str, threads: int, names: tuple[str, ...]) -> str:
+    """split_combine=`value` on each gallery setting of `names`: the parallel combine stays for
+    many rows, `kernel` is added beside it once, and every launch of a combine (one per planner)
+    chooses by the row count. Returns the last rendering."""
     gallery = ROOT / "kernels" / "attention" / "gallery"
-    for name in ("wgmma-tma-d", "fa2-mma-a"):
+    src = ""
+    for name in names:
         base = parse_knobs(str(gallery / f"{name}.knobs.json"))
         parallel = render(base.replace(split_combine="parallel"))
-        src = render(base.replace(split_combine="wide"))
+        src = render(base.replace(split_combine=value))
         assert not [str(f) for f in check_source(src) if f.blocking]
-        # the parallel combine stays for many rows; the wide one is added beside it, once
         assert src.count("__global__ void __launch_bounds__(128) attn_combine(") == 1
-        assert src.count("__global__ void __launch_bounds__(128) attn_combine_wide(") == 1
+        assert src.count(f"__global__ void __launch_bounds__({threads}) {kernel}(") == 1
         assert parallel.split("attn_combine(")[1].split("\n}\n")[0] == src.split("attn_combine(")[1].split("\n}\n")[0]
-        # every launch of a combine (one per planner) chooses by the row count
         launches = 2 if "wgmma" in name else 1
-        assert src.count("if (rows < 2LL * num_sms()) {  // split_combine=wide") == launches
-        assert src.count("attn_combine_wide<D><<<int(rows), 128, 0, stream>>>(*a, s);") == launches
+        assert src.count(f"if (rows < 2LL * num_sms()) {{  // split_combine={value}") == launches
+        assert src.count(f"{kernel}<D><<<int(rows), {threads}, 0, stream>>>(*a, s);") == launches
         assert src.count("attn_combine<D><<<") == launches
-        # warp w takes splits w, w + 4, ...; the partials add up in a fixed order
-        assert "for (int s = warp; s < sc.splits; s += 4) {" in src
-        assert "for (int w = 0; w < 3; ++w)" in src
+    return src
+
+
+def test_split_combine_wide_adds_a_cta_per_row_combine_for_few_rows_in_both_planners() -> None:
+    src = _few_rows_combine("wide", "attn_combine_wide", 128, ("wgmma-tma-d", "fa2-mma-a"))
+    # warp w takes splits w, w + 4, ...; the partials add up in a fixed order
+    assert "for (int s = warp; s < sc.splits; s += 4) {" in src
+    assert "for (int w = 0; w < 3; ++w)" in src
+
+
+def test_split_combine_burst_loads_every_partial_of_a_row_before_it_sums_them() -> None:
+    with pytest.raises(KnobError, match="split_combine=burst's few-rows kernel runs sixteen"):
+        parse_knobs("mma=wgmma,split_combine=burst,wg_combine_pdl=true")
+    src = _few_rows_combine("burst", "attn_combine_burst", 512, ("fa2-mma-a", "wgmma-tma-j"))
+    assert "attn_combine_wide" not in src
+    body = src.split("attn_combine_burst(const SocraticAttentionArgs a, const Sched sc) {\n")[1].split("\n}\n")[0]
+    # the loads come first, all of them, before the first barrier (nothing waits for the pairs first)
+    assert body.index("v[i][p] = src[lane + 32 * p];") < body.index("sc.ws_ml[") < body.index("__syncthreads();")
+    w = int(re.search(r"constexpr int W = (\d+), PER = kMaxSplits / W", body).group(1))
+    per = 128 // w
+    assert w * 32 == 512 and per * w == 128  # the block's warps, kMaxSplits = 128 splits at most
+    load = re.search(r"const int s = (min\(warp \+ W \* i, ns - 1\));", body).group(1)
+    summed = re.search(r"const int s = (warp \+ W \* i);\n    const float w = s < ns \? weight\[s\] : 0\.f;", body)
+    assert summed
+    # for every split count a call can have, each split's partial is summed exactly once, every load
+    # reads a split that exists, and the terms of the rest are selected away
+    for ns in range(2, 129):
+        sums = []
+        for warp in range(w):
+            for i in range(per):
+                env = {"warp": warp, "W": w, "i": i, "ns": ns, "min": min}
+                assert 0 <= eval(load, env) < ns
+                s = eval(summed.group(1), env)
+                if s < ns:
+                    sums.append(s)
+        assert sorted(sums) == list(range(ns))
+    # a zero weight selects the old sum (0 * NaN would poison it); the warps' partials add up in order
+    assert "acc[p].x = w != 0.f ? fmaf(w, v[i][p].x, acc[p].x) : acc[p].x;" in body
+    assert "for (int w = 1; w < W; ++w) {\n    sum.x += part[w][t].x;" in body
 
 
 @needs_nvcc
@@ -933,6 +972,8 @@ def test_split_combine_wide_compiles_without_spills(tmp_path: Path) -> None:
     src = tmp_path / "wide.cu"
     src.write_text(render(parse_knobs(str(gallery / "wgmma-tma-d.knobs.json")).replace(split_combine="wide")))
     _spill_free(src, lambda name: "attn_combine_wide" in name, 3)  # d64, d128, d256
+    src.write_text(render(parse_knobs(str(gallery / "wgmma-tma-j.knobs.json")).replace(split_combine="burst")))
+    _spill_free(src, lambda name: "attn_combine_burst" in name, 3)
 
 
 # -- wg_epilogue: the output staged in the tile's Q buffer ----------------------------------------
@@ -1344,7 +1385,9 @@ def test_wg_combine_pdl_launches_the_hopper_paths_combine_as_a_programmatic_depe
     (dict(wg_k_wait="before_turn", wg_desc="hoist"), 5),
     # stop 34's second register set for P (d128 and d256 of the copy-engine build; the unrolled loop)
     (dict(wg_p_buffers=2), 5),
-], ids=["desc-hoist", "idle-pdl-l2-cluster", "v-mid", "v-before", "k-wait-hoist", "p-buffers"])
+    # stop 35's V ring a stage deeper than K's (d128 and d256)
+    (dict(wg_v_ring="deeper"), 5),
+], ids=["desc-hoist", "idle-pdl-l2-cluster", "v-mid", "v-before", "k-wait-hoist", "p-buffers", "v-ring"])
 def test_leader_variants_compile_without_spills_or_serialized_wgmma(
         changes: dict[str, Any], entries: int, tmp_path: Path) -> None:
     gallery = ROOT / "kernels" / "attention" / "gallery"
@@ -1779,6 +1822,62 @@ def test_wg_p_buffers_packs_p_beside_the_exponentials_into_the_set_no_p_v_reads(
     # the block-by-block loop (no P V in flight in the softmax) packs inside it with two sets
     plain = src.split("    } else {\n      for (int j = 0; j < nb; ++j) {\n")[1]
     assert "        if constexpr (!kTwoP) pack();" in plain.split("issue_pv(j, pf);")[0]
+
+
+def test_wg_v_ring_deeper_gives_v_a_stage_more_than_k_where_shared_memory_holds_it() -> None:
+    from kernels.attention.family.space import MAX_SMEM_BYTES
+
+    j = _hopper_knob_on_leader_j(
+        "wg_v_ring", ("same", "deeper"), "mma=wgmma,wg_load=tma,wg_v_ring=deeper",
+        r"wg_v_ring=deeper .* it needs wg_load=tma and wg_kv_order=k_ahead")
+    for other in (dict(wg_cluster=2), dict(wg_idle_rows="skip"), dict(wg_kv_order="kv")):
+        with pytest.raises(KnobError, match=r"wg_v_ring=deeper .* written for wg_cluster=1 and wg_idle_rows=compute"):
+            j.replace(wg_v_ring="deeper", **other).validate()
+    k = j.replace(wg_v_ring="deeper").validate()
+    assert k.slug().endswith("-vdeep") and k.recorded()["wg_v_ring"] == "deeper"
+    # d128 and d256 get a third V stage beside their Q buffers (two at d128, one at d256); d64 keeps
+    # its four; none of it takes a Q buffer away, and the bytes are the layout's
+    assert [(k.wg_stages_at(d), k.wg_v_stages_at(d), k.wg_q_buffers(d)) for d in (64, 128, 256)] == [
+        (4, 4, 2), (2, 3, 2), (2, 3, 1)]
+    assert k.wg_smem_bytes(128) == (2 * 128 + 5 * 128) * 128 * 2 + 8 * (2 * 2 + 4 * 3) + 96 + 1024
+    assert k.wg_smem_bytes(256) == (128 + 5 * 64) * 256 * 2 + 8 * (2 + 4 * 3) + 96 + 1024
+    assert k.wg_smem_bytes(128) <= MAX_SMEM_BYTES and k.wg_smem_bytes(256) <= MAX_SMEM_BYTES
+    assert j.wg_smem_bytes(128) == k.wg_smem_bytes(128) - 128 * 128 * 2 - 8 * 4
+    # where a fourth would not fit (three K stages and one Q buffer at d128), V's ring stays K's
+    three = k.replace(wg_stages_d128=3).validate()
+    assert (three.wg_stages_at(128), three.wg_v_stages_at(128), three.wg_q_buffers(128)) == (3, 3, 1)
+    src = render(k)
+    assert not [str(f) for f in check_source(src) if f.blocking]
+    consts = src.split("// wg_v_ring=deeper: V stages per head_dim")[1].split("\n\n")[0]
+    assert "struct WgVStages<128> {\n  static constexpr int value = 3;" in consts
+    assert "struct WgVStages<256> {\n  static constexpr int value = 3;" in consts and "<64>" not in consts
+    assert "  static constexpr int SK = WgStages<D>::value;" in src
+    assert "  static constexpr int S = WgVStages<D>::value;" in src
+    assert "kBarOff = QS * kQBytes + (SK + S) * kKVBytes;" in src and "kBars = 2 * QS + 4 * S;" in src
+    # V's buffers follow K's SK stages; the barriers keep their spacing by S (K's use the first SK)
+    assert "  const uint32_t v_s = k_s + SK * C::kKVBytes;\n" in src
+    assert "auto k_full = [&](int s) { return bars + 8 * (2 + s); };" in src
+    assert "auto k_empty = [&](int s) { return bars + 8 * (2 + 2 * S + s); };" in src
+    # every place K's stage or phase is formed uses SK, every place V's is formed uses S
+    producer = src.split("__device__ __forceinline__ void sm90_produce_tma(")[1].split("\n}\n")[0]
+    assert ("const int st = int(is_k ? gj % SK : gj % S);" in producer
+            and "const uint32_t ph = (is_k ? gj / SK : gj / S) & 1u;" in producer
+            and "if (gj >= R) mbar_wait(empty, ph ^ 1u);" in producer
+            and "const uint32_t R = is_k ? uint32_t(SK) : uint32_t(S);" in producer)
+    kernel = src.split("__global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(")[1]
+    cp_async = kernel.split("const int p = tid;  // 0..127")[1].split("cp_async_wait<0>();")[0]
+    assert "mbar_wait(k_empty(sk), ((gj / SK) & 1u) ^ 1u);" in cp_async and "cp_async_arrive(k_full(sk));" in cp_async
+    assert "mbar_wait(v_empty(st), ph ^ 1u);" in cp_async and "const int st = int(gj % S);" in cp_async
+    qk = kernel.split("auto issue_qk = [&](int j) {\n")[1].split("    };\n")[0]
+    pv = kernel.split("auto issue_pv = [&](int j) {\n")[1].split("    };\n")[0]
+    assert "% SK);" in qk and "/ SK) & 1u" in qk and "% S);" in pv and "/ S) & 1u" in pv and "SK" not in pv
+    assert "k_empty(slot(" not in src and src.count("release(k_empty(kslot(") == 3
+    assert "release(v_empty(slot(j - 1)));" in kernel and "v_empty(kslot(" not in src
+    # with K waited for before the turn (wg_k_wait), that wait uses K's ring too
+    kw = render(k.replace(wg_k_wait="before_turn").validate())
+    assert "mbar_wait(k_full(int((gb + uint32_t(j)) % SK)), ((gb + uint32_t(j)) / SK) & 1u);" in kw
+    # unset, the leader's text is untouched
+    assert render(j) == (ROOT / "kernels" / "attention" / "gallery" / "wgmma-tma-j.cu").read_text()
 
 
 def test_wg_k_wait_before_turn_waits_for_k_before_the_warpgroup_takes_its_turn() -> None:

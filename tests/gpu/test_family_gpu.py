@@ -149,6 +149,8 @@ LEADER_J = LEADER_I + ",wg_l2_hint=kv_last"
     pytest.param(LEADER_J + ",wg_k_wait=before_turn,wg_desc=hoist", id="leader-j-k-wait-hoist"),
     # and with P's fragments in two register sets, packed beside the exponentials (wg_p_buffers)
     pytest.param(LEADER_J + ",wg_p_buffers=2", id="leader-j-p2"),
+    # and with V's ring a stage deeper than K's at d128 and d256 (wg_v_ring)
+    pytest.param(LEADER_J + ",wg_v_ring=deeper", id="leader-j-vdeep"),
 ])
 def test_tma_family_kernels_pass_a_subset_without_the_cp_async_fallback(spec: str, tmp_path: Path) -> None:
     # The check build: a call whose tensor maps cannot be encoded fails instead of silently
@@ -203,6 +205,11 @@ def test_tma_family_kernels_pass_a_subset_without_the_cp_async_fallback(spec: st
     # the gallery's wgmma-tma-j with two P register sets: decode tiles' few key blocks per
     # split end the unrolled loop on either set
     pytest.param(LEADER_J + ",wg_p_buffers=2", id="leader-j-p2-decode"),
+    # the gallery's wgmma-tma-j with V's ring deeper than K's: split tiles of a block or two
+    pytest.param(LEADER_J + ",wg_v_ring=deeper", id="leader-j-vdeep-decode"),
+    # the few-rows combine with every partial loaded at once, behind both layers' split plans
+    pytest.param(LEADER_J + ",split_combine=burst", id="leader-j-burst-decode"),
+    pytest.param("decode_kv_warps=2,split_combine=burst", id="mma-sync-burst-decode"),
 ])
 def test_decode_key_warps_pass_every_decode_scenario(spec: str, tmp_path: Path) -> None:
     # decode_kv_warps splits each block's keys among warps that merge at the end of a tile: every
@@ -212,6 +219,20 @@ def test_decode_key_warps_pass_every_decode_scenario(spec: str, tmp_path: Path) 
     chosen = [s for s in default_suite() if s.category == "decode" or s.name in SCENARIOS]
     bad = _failures(src, chosen)
     assert not bad, (spec, bad)
+
+
+@pytest.mark.gpu
+def test_deep_v_ring_passes_on_both_producers(tmp_path: Path) -> None:
+    # wg_v_ring=deeper edits the copy-engine producer and the cp.async one of the same kernel (a
+    # call no tensor map describes). With every GQA group packed, a group of 7 heads does not
+    # divide the 128-row query tile, so Qwen2.5-7B's calls take the cp.async producer; the rest
+    # take the copy engine.
+    src = tmp_path / "family_vdeep.cu"
+    src.write_text(render(parse_knobs(LEADER_J + ",wg_v_ring=deeper,pack_gqa=on")))
+    chosen = [s for s in default_suite() if s.name in WGMMA_SCENARIOS or s.name.startswith("gqa-qwen2.5-7b")]
+    assert any(128 % (s.heads_q // s.heads_kv) for s in chosen)
+    bad = _failures(src, chosen)
+    assert not bad, bad
 
 
 @pytest.mark.gpu

@@ -118,11 +118,17 @@ def sm90_constants(k: Knobs) -> str:
                   "template <int D>\nstruct WgStages {\n  static constexpr int value = kWgStages;\n};"]
         lines += [f"template <>\nstruct WgStages<{d}> {{\n  static constexpr int value = {k.wg_stages_at(d)};\n}};"
                   for d in HEAD_DIMS if k.wg_stages_at(d) != k.wg_stages]
+    if k.wg_v_ring == "deeper":
+        lines += ["// wg_v_ring=deeper: V stages per head_dim (K's, or one more where shared memory holds it)",
+                  "template <int D>\nstruct WgVStages {\n  static constexpr int value = WgStages<D>::value;\n};"]
+        lines += [f"template <>\nstruct WgVStages<{d}> {{\n  static constexpr int value = {k.wg_v_stages_at(d)};\n}};"
+                  for d in HEAD_DIMS if k.wg_v_stages_at(d) != k.wg_stages_at(d)]
     return "\n".join(lines)
 
 
 def _stages_by_dim(k: Knobs) -> bool:
-    return any(k.wg_stages_at(d) != k.wg_stages for d in HEAD_DIMS)
+    """The ring's depth comes from WgStages<D> (wg_v_ring=deeper builds on that form)."""
+    return any(k.wg_stages_at(d) != k.wg_stages for d in HEAD_DIMS) or k.wg_v_ring != "same"
 
 
 def _swap(text: str, old: str, new: str, count: int = 1) -> str:
@@ -704,15 +710,107 @@ _COMBINE_LAUNCH_WIDE = (
 )
 
 
-def _with_wide_combine(text: str) -> str:
-    """split_combine=wide on the whole rendered file, after _with_parallel_combine: the second
-    kernel after the first, and both planners' launches choosing by the row count."""
+def _with_few_rows_combine(text: str, kernel: str, launch: str) -> str:
+    """split_combine=wide or burst on the whole rendered file, after _with_parallel_combine: the
+    few-rows `kernel` after the parallel one, and both planners' launches choosing by the row
+    count (`launch`)."""
     head, sep, tail = text.partition("template <int D>\n__global__ void __launch_bounds__(128) attn_combine(")
     if not sep:
         raise RuntimeError("template: the combine kernel moved")
     end = tail.index("\n}\n") + 3
-    text = head + sep + tail[:end] + "\n" + _COMBINE_WIDE.rstrip("\n") + "\n" + tail[end:]
-    return _swap(text, _COMBINE_LAUNCH, _COMBINE_LAUNCH_WIDE, text.count(_COMBINE_LAUNCH) or 1)
+    text = head + sep + tail[:end] + "\n" + kernel.rstrip("\n") + "\n" + tail[end:]
+    return _swap(text, _COMBINE_LAUNCH, launch, text.count(_COMBINE_LAUNCH) or 1)
+
+
+# split_combine=burst: split_combine=parallel, plus a combine kernel for calls with few output rows
+# (under two per SM) in which every load of a row's partials is in flight at once. The wide kernel's
+# four warps each walked up to 32 splits four at a time, skipping a split without keys by a branch,
+# so a warp waited for eight rounds of loads: at decode batch 1 (llama3-70b-tp8, 8-32 rows of 128
+# splits) it took ~10 us against FA3's ~8 us for its own combine (scripts/kernel_spans_gpu.py,
+# stop 35). Here sixteen warps take up to eight splits each and load all of them (a split past the
+# last reads the last one's address) before any is summed; a split's weight selects its terms, so a
+# partial that was never written (no key of the row, the harness's NaN poison) adds nothing. The
+# (max, sum) pairs are read once, one per thread; the sixteen partial outputs add up in shared
+# memory in a fixed order (deterministic).
+_COMBINE_BURST = r"""// split_combine=burst: a CTA of sixteen warps per output row, every partial loaded at once.
+template <int D>
+__global__ void __launch_bounds__(512) attn_combine_burst(const SocraticAttentionArgs a, const Sched sc) {
+  constexpr int W = 16, PER = kMaxSplits / W, P = D / 64;  // warps, splits per warp, float2 per lane
+  __shared__ float weight[kMaxSplits];  // each split's weight
+  __shared__ float red[2][W];           // the warps' max, then their sums
+  __shared__ float2 part[W][D / 2];     // each warp's partial output
+  const long long rows = (long long)a.batch * a.heads_q * a.seqlen_q;
+  const long long row = blockIdx.x;
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  const int ns = sc.splits;
+  const int qi = int(row % a.seqlen_q);
+  const long long bh = row / a.seqlen_q;
+  const int hq = int(bh % a.heads_q);
+  const int b = int(bh / a.heads_q);
+  // every partial of this warp's splits, requested before anything waits for the pairs
+  float2 v[PER][P];
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const int s = min(warp + W * i, ns - 1);
+    const float2* src = reinterpret_cast<const float2*>(sc.ws_o) + (s * rows + row) * (D / 2);
+#pragma unroll
+    for (int p = 0; p < P; ++p) v[i][p] = src[lane + 32 * p];
+  }
+  const float2 ml = t < ns ? sc.ws_ml[t * rows + row] : make_float2(neg_inf(), 0.f);
+  float mmax = ml.x;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) mmax = fmaxf(mmax, __shfl_xor_sync(0xffffffffu, mmax, o));
+  if (lane == 0) red[0][warp] = mmax;
+  __syncthreads();
+  mmax = red[0][0];
+#pragma unroll
+  for (int w = 1; w < W; ++w) mmax = fmaxf(mmax, red[0][w]);
+  const float wt = (ml.x == neg_inf() || mmax == neg_inf()) ? 0.f : fast_exp2(ml.x - mmax);
+  if (t < ns) weight[t] = wt;
+  float lsum = wt * ml.y;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) lsum += __shfl_xor_sync(0xffffffffu, lsum, o);
+  if (lane == 0) red[1][warp] = lsum;
+  __syncthreads();  // the weights and the sums are in
+  float2 acc[P];
+#pragma unroll
+  for (int p = 0; p < P; ++p) acc[p] = make_float2(0.f, 0.f);
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const int s = warp + W * i;
+    const float w = s < ns ? weight[s] : 0.f;
+#pragma unroll
+    for (int p = 0; p < P; ++p) {  // a split without keys (weight 0) adds nothing, NaN poison included
+      acc[p].x = w != 0.f ? fmaf(w, v[i][p].x, acc[p].x) : acc[p].x;
+      acc[p].y = w != 0.f ? fmaf(w, v[i][p].y, acc[p].y) : acc[p].y;
+    }
+  }
+#pragma unroll
+  for (int p = 0; p < P; ++p) part[warp][lane + 32 * p] = acc[p];
+  __syncthreads();
+  if (t >= D / 2) return;
+  lsum = red[1][0];
+#pragma unroll
+  for (int w = 1; w < W; ++w) lsum += red[1][w];
+  float2 sum = part[0][t];
+#pragma unroll
+  for (int w = 1; w < W; ++w) {
+    sum.x += part[w][t].x;
+    sum.y += part[w][t].y;
+  }
+  const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+  __nv_bfloat16* orow = static_cast<__nv_bfloat16*>(a.o) + b * a.o_batch_stride + hq * a.o_head_stride +
+                        (long long)qi * a.o_row_stride;
+  *reinterpret_cast<__nv_bfloat162*>(orow + 2 * t) = __floats2bfloat162_rn(sum.x * inv, sum.y * inv);
+}
+"""
+_COMBINE_LAUNCH_BURST = (
+    "    if (rows < 2LL * num_sms()) {  // split_combine=burst: few rows, a CTA of sixteen warps each\n"
+    "      attn_combine_burst<D><<<int(rows), 512, 0, stream>>>(*a, s);\n"
+    "    } else {\n"
+    "      attn_combine<D><<<int((rows + 3) / 4), 128, 0, stream>>>(*a, s);\n"
+    "    }\n"
+)
 
 
 # wg_scheduler=dynamic (persistent, wg_q_stages=2, the copy-engine producer): on a causal call with
@@ -1235,6 +1333,70 @@ def _with_stages_by_dim(text: str, k: Knobs) -> str:
     return _swap(text, "S = kWgStages", "S = C::S", 2 if k.wg_load == "tma" else 1)
 
 
+# wg_v_ring=deeper (wg_load=tma, wg_kv_order=k_ahead; after every other edit of the loop): V's ring
+# gets its own depth, S = WgVStages<D> (one more than K's at d128 and d256 where shared memory holds
+# it), and K's ring keeps SK = WgStages<D>. S also spaces the ring's barriers, so every barrier
+# address and the Q ring's barriers after them keep their form; K uses the first SK of each kind.
+# Why: a consumer releases block j's V stage after block j + 1's softmax, and with two stages the
+# producer then has about one turn to bring block j + 2's V; in the k_ahead order its next K copy
+# waits behind that V. Stop 31's profile had the d128 turns waiting on K and V blocks 3-4x as often
+# as FA3's; an earlier release (wg_v_release) stalled the warpgroup on its P V instead.
+_DEEP_V_CFG = (
+    ("  static constexpr int S = WgStages<D>::value;  // K/V stages (wg_stages_d64/d128)\n",
+     "  static constexpr int SK = WgStages<D>::value;  // K stages (wg_stages_d64/d128)\n"
+     "  static constexpr int S = WgVStages<D>::value;  // wg_v_ring=deeper: V stages, and the barriers' spacing\n"),
+    ("  constexpr int BM = C::BM, BN = C::BN, S = C::S, P = D / 64;\n",
+     "  constexpr int BM = C::BM, BN = C::BN, S = C::S, SK = C::SK, P = D / 64;\n"),
+    ("  constexpr int BM = C::BM, BN = C::BN, CH = C::CH, S = C::S;\n",
+     "  constexpr int BM = C::BM, BN = C::BN, CH = C::CH, S = C::S, SK = C::SK;\n"),
+    ("  const uint32_t v_s = k_s + S * C::kKVBytes;\n", "  const uint32_t v_s = k_s + SK * C::kKVBytes;\n"),
+    # the copy-engine producer (k_ahead): each copy's stage and phase in its own ring
+    ("      const int st = int(gj % S);\n      const uint32_t ph = (gj / S) & 1u;\n"
+     "      const int n0 = (x.b_lo + j) * BN;\n",
+     "      const uint32_t R = is_k ? uint32_t(SK) : uint32_t(S);  // wg_v_ring=deeper: this copy's ring\n"
+     "      const int st = int(is_k ? gj % SK : gj % S);\n"
+     "      const uint32_t ph = (is_k ? gj / SK : gj / S) & 1u;\n"
+     "      const int n0 = (x.b_lo + j) * BN;\n"),
+    ("      if (gj >= uint32_t(S)) mbar_wait(empty, ph ^ 1u);\n", "      if (gj >= R) mbar_wait(empty, ph ^ 1u);\n"),
+    # the cp.async producer of the same kernel (a call no tensor map describes)
+    ("        if (gj >= uint32_t(S)) mbar_wait(k_empty(st), ph ^ 1u);\n"
+     "        load_tile(k_s + st * C::kKVBytes, Kb, a.k_row_stride, n0);\n"
+     "        cp_async_arrive(k_full(st));\n",
+     "        const int sk = int(gj % SK);  // wg_v_ring=deeper: K's stage in its own ring\n"
+     "        if (gj >= uint32_t(SK)) mbar_wait(k_empty(sk), ((gj / SK) & 1u) ^ 1u);\n"
+     "        load_tile(k_s + sk * C::kKVBytes, Kb, a.k_row_stride, n0);\n"
+     "        cp_async_arrive(k_full(sk));\n"),
+    # the consumers: K's stage of block j
+    ("    auto slot = [&](int j) { return int((gb + uint32_t(j)) % S); };\n",
+     "    auto slot = [&](int j) { return int((gb + uint32_t(j)) % S); };\n"
+     "    auto kslot = [&](int j) { return int((gb + uint32_t(j)) % SK); };  // wg_v_ring=deeper\n"),
+)
+
+
+def _with_deep_v(text: str) -> str:
+    """wg_v_ring=deeper on the Hopper section, after every other edit of the loop: K's stage and
+    phase use SK wherever the consumers name K (issue_qk's wait, each K release, wg_k_wait's
+    wait before the turn), V's keep S."""
+    text = _swap_each(text, _DEEP_V_CFG)
+    q = "QS * kQBytes" if "kBarOff = QS * kQBytes + " in text else "kQBytes"  # one Q buffer: no QS
+    text = _swap(text, f"  static constexpr int kBarOff = {q} + 2 * S * kKVBytes;\n",
+                 "  static_assert(S >= SK, \"V's ring is at least as deep as K's\");\n"
+                 f"  static constexpr int kBarOff = {q} + (SK + S) * kKVBytes;\n")
+    qk = text.index("    auto issue_qk = [&](int j) {\n")
+    end = text.index("    };\n", qk)
+    body = text[qk:end]
+    # the phase's wait is in issue_qk unless wg_k_wait=before_turn moved it to wait_k (below)
+    if body.count("% S);") != 1 or body.count("/ S) & 1u") > 1:
+        raise RuntimeError("template: expected issue_qk's stage and phase of K")
+    text = text[:qk] + body.replace("% S);", "% SK);").replace("/ S) & 1u", "/ SK) & 1u") + text[end:]
+    released = text.count("release(k_empty(slot(")
+    if not released:
+        raise RuntimeError("template: expected the consumers' K releases")
+    text = text.replace("release(k_empty(slot(", "release(k_empty(kslot(")
+    before_turn = "mbar_wait(k_full(int((gb + uint32_t(j)) % S)), ((gb + uint32_t(j)) / S) & 1u);"
+    return text.replace(before_turn, "mbar_wait(k_full(int((gb + uint32_t(j)) % SK)), ((gb + uint32_t(j)) / SK) & 1u);")
+
+
 # wg_cluster=2 (wg_load=tma, wg_full_order=m_fastest): a call without the causal mask at a head dim
 # of whole pairs of 64-column panels (d128, d256) runs clusters of two CTAs that take tiles in pairs
 # reading the same K/V blocks (m_fastest keeps a pair inside one K/V head's group: the host checks
@@ -1708,6 +1870,8 @@ def sm90_section(k: Knobs) -> str:
         text = _with_p_buffers(text)
     if k.wg_decode == "wgmma":
         text = _swap(text, *_DECODE_USE)
+    if k.wg_v_ring == "deeper":
+        text = _with_deep_v(text)
     return text.replace("//@@SM90_WGMMA@@", wgmma_wrappers(ss, rs))
 
 
@@ -1855,10 +2019,12 @@ def render(knobs: Knobs) -> str:
             text = _with_cluster(text)
         if knobs.wg_l2_hint != "none":
             text = _with_l2_hint(text, knobs.wg_l2_hint)
-    if knobs.split_combine in ("parallel", "wide"):
+    if knobs.split_combine in ("parallel", "wide", "burst"):
         text = _with_parallel_combine(text)
     if knobs.split_combine == "wide":
-        text = _with_wide_combine(text)
+        text = _with_few_rows_combine(text, _COMBINE_WIDE, _COMBINE_LAUNCH_WIDE)
+    if knobs.split_combine == "burst":
+        text = _with_few_rows_combine(text, _COMBINE_BURST, _COMBINE_LAUNCH_BURST)
     if knobs.wg_combine_pdl:
         text = _with_combine_pdl(text)
     return text

@@ -82,6 +82,9 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "wg_stages_d64": (0, 3, 4),              # mma=wgmma: K/V stages at head_dim 64 (0: wg_stages)
         "wg_stages_d128": (0, 3),                # mma=wgmma: K/V stages at head_dim 128 (0: wg_stages;
                                                  # 3 leaves room for one Q buffer only)
+        "wg_v_ring": ("same", "deeper"),         # mma=wgmma, wg_load=tma, wg_kv_order=k_ahead: V's ring as
+                                                 # deep as K's, or one stage deeper at d128/d256 where
+                                                 # shared memory holds it beside the Q buffers
         "wg_load": ("cp_async", "tma"),          # mma=wgmma: producer warpgroup's 16 B cp.async, or
                                                  # one thread's tensor-map copies (copy engine)
         "wg_q_stages": (1, 2),                   # mma=wgmma, wg_load=tma: Q buffers; with 2 the next
@@ -139,8 +142,9 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         "persistent": (False, True),             # one wave of CTAs striding over the tiles
         "split_kv": ("off", "1wave", "2wave"),   # split the keys until the grid fills 1 or 2 waves
         # the combine reads the splits' (max, sum) one by one, or all lanes at once before the
-        # outputs; wide: as parallel, and a CTA of four warps per row when rows are few
-        "split_combine": ("serial", "parallel", "wide"),
+        # outputs; wide: as parallel, and a CTA of four warps per row when rows are few; burst: as
+        # parallel, and a CTA of sixteen warps per row when rows are few, every partial loaded at once
+        "split_combine": ("serial", "parallel", "wide", "burst"),
         "pack_gqa": ("off", "decode", "on"),     # a GQA group's query heads share one tile
         "wg_pingpong": (True, False),            # mma=wgmma: the two consumer warpgroups take turns
                                                  # issuing wgmma (named barriers)
@@ -179,7 +183,7 @@ HOPPER_KNOBS = ("wg_block_n_d64", "wg_block_n_d128", "wg_block_n_d256", "wg_cons
                 "wg_overlap", "wg_pingpong", "wg_load", "wg_q_stages", "wg_wide_d64", "wg_l2_sections",
                 "wg_scheduler", "wg_split_rule", "wg_split_cost", "wg_epilogue", "wg_desc", "wg_decode",
                 "wg_tile_decode", "wg_epilogue_one_q", "wg_kv_order", "wg_l2_hint", "wg_idle_rows", "wg_combine_pdl",
-                "wg_v_release", "wg_k_wait", "wg_p_buffers")
+                "wg_v_release", "wg_k_wait", "wg_p_buffers", "wg_v_ring")
 KNOB_LAYER = {knob: layer for layer, knobs in KNOB_SPACE.items() for knob in knobs}
 # Knobs a rendered file records only when they differ from their defaults (each was added after
 # files existed whose bytes their measured reports hash; Knobs.recorded).
@@ -188,7 +192,7 @@ RECORDED_WHEN_SET = ("decode_kv_warps", "split_combine", "wg_load", "wg_q_stages
                      "wg_desc", "wg_decode", "wg_tile_decode", "wg_epilogue_one_q", "wg_kv_order",
                      "wg_full_order", "wg_cluster", "wg_kv_fence", "wg_kv_wait", "wg_stages_d64",
                      "wg_stages_d128", "wg_l2_hint", "wg_idle_rows", "wg_combine_pdl",
-                     "wg_v_release", "wg_k_wait", "wg_p_buffers")
+                     "wg_v_release", "wg_k_wait", "wg_p_buffers", "wg_v_ring")
 
 
 class KnobError(ValueError):
@@ -257,6 +261,7 @@ class Knobs:
     wg_v_release: str = "after_softmax"
     wg_k_wait: str = "in_turn"
     wg_p_buffers: int = 1
+    wg_v_ring: str = "same"
 
     # -- views -----------------------------------------------------------------------------
 
@@ -311,15 +316,33 @@ class Knobs:
         """K/V stages of the wgmma kernel at head_dim: wg_stages_d64/d128 where set, else wg_stages."""
         return int(getattr(self, f"wg_stages_d{head_dim}", 0) or self.wg_stages)
 
+    def wg_v_stages_at(self, head_dim: int) -> int:
+        """V stages of the wgmma kernel at head_dim: K's (wg_stages_at), one more with
+        wg_v_ring=deeper at d128 and d256 where shared memory holds it beside the Q buffers
+        (the deeper ring never takes a Q buffer away)."""
+        st = self.wg_stages_at(head_dim)
+        if self.wg_v_ring != "deeper" or head_dim < 128:
+            return st
+        qs = self.wg_q_buffers(head_dim)
+        return st + 1 if self._smem_bytes(head_dim, qs, st, st + 1) <= MAX_SMEM_BYTES else st
+
     def wg_smem_bytes(self, head_dim: int, q_stages: int | None = None) -> int:
         """Shared memory of the wgmma kernel: Q tile(s), K and V stages, mbarriers, the two
         tile slots of wg_scheduler=dynamic (16 bytes; 96 with wg_tile_decode=producer), 1 KB of
         slack to align the tiles for the 128-byte swizzle."""
-        qs = self.wg_q_buffers(head_dim) if q_stages is None else q_stages
+        if q_stages is not None:  # the Q buffers' question: asked with V's ring as deep as K's
+            st = self.wg_stages_at(head_dim)
+            return self._smem_bytes(head_dim, q_stages, st, st)
+        return self._smem_bytes(head_dim, self.wg_q_buffers(head_dim), self.wg_stages_at(head_dim),
+                                self.wg_v_stages_at(head_dim))
+
+    def _smem_bytes(self, head_dim: int, qs: int, k_stages: int, v_stages: int) -> int:
+        """The layout's bytes: Q buffers, K's and V's stages, the barriers (each kind spaced by
+        the deeper ring), the tile slots, the alignment slack."""
         bm, bn = 64 * self.wg_consumers_at(head_dim), self.wg_block_n(head_dim)
         slots = 0 if self.wg_scheduler != "dynamic" else 96 if self.wg_tile_decode == "producer" else 16
-        st = self.wg_stages_at(head_dim)
-        return (qs * bm + 2 * st * bn) * head_dim * 2 + 8 * (2 * qs + 4 * st) + slots + 1024
+        ring = max(k_stages, v_stages)
+        return (qs * bm + (k_stages + v_stages) * bn) * head_dim * 2 + 8 * (2 * qs + 4 * ring) + slots + 1024
 
     def wg_consumers_at(self, head_dim: int) -> int:
         """Consumer warpgroups of the wgmma kernel at head_dim (three at d64 with wg_wide_d64)."""
@@ -344,7 +367,8 @@ class Knobs:
             self.loader, f"s{self.stages}", self.smem_layout, f"q{self.q_fragments[:4]}",
             self.softmax_exp.split("_")[0], self.rescale, self.grid_order,
             "persist" if self.persistent else "grid",
-            f"split-{self.split_kv}" + {"serial": "", "parallel": "-pcomb", "wide": "-wcomb"}[self.split_combine],
+            f"split-{self.split_kv}"
+            + {"serial": "", "parallel": "-pcomb", "wide": "-wcomb", "burst": "-bcomb"}[self.split_combine],
             f"pack-{self.pack_gqa}", "skip" if self.causal_skip else "noskip",
             "msplit" if self.mask_split else "mall",
         ]
@@ -377,7 +401,8 @@ class Knobs:
                       + ("-pdl" if self.wg_combine_pdl else "")
                       + {"after_softmax": "", "mid_softmax": "-vmid", "before_softmax": "-vbefore"}[self.wg_v_release]
                       + ("-kwait" if self.wg_k_wait == "before_turn" else "")
-                      + ("-p2" if self.wg_p_buffers == 2 else "")]
+                      + ("-p2" if self.wg_p_buffers == 2 else "")
+                      + ("-vdeep" if self.wg_v_ring == "deeper" else "")]
         return "_".join(parts)
 
     # -- validation ------------------------------------------------------------------------
@@ -491,6 +516,18 @@ class Knobs:
             raise KnobError(
                 f"wg_p_buffers={self.wg_p_buffers} rewrites the overlapped loop: it is written for "
                 "wg_v_release=after_softmax and wg_k_wait=in_turn (both measured as no gain, stop 33)"
+            )
+        if self.wg_v_ring != "same" and (self.wg_load != "tma" or self.wg_kv_order != "k_ahead"
+                                         or self.wg_cluster != 1 or self.wg_idle_rows != "compute"):
+            raise KnobError(
+                f"wg_v_ring={self.wg_v_ring} gives V's ring its own depth in the copy-engine producer's "
+                "k_ahead order: it needs wg_load=tma and wg_kv_order=k_ahead, and is written for "
+                "wg_cluster=1 and wg_idle_rows=compute (their loops index K and V with one stage)"
+            )
+        if self.wg_combine_pdl and self.split_combine == "burst":
+            raise KnobError(
+                "wg_combine_pdl=True launches the combine kernels as programmatic dependents of four warps: "
+                "split_combine=burst's few-rows kernel runs sixteen (use split_combine=wide with it)"
             )
         if self.wg_combine_pdl and self.split_kv == "off":
             raise KnobError(
@@ -713,6 +750,7 @@ def covering_sample() -> list[Knobs]:
                             {"mma": "wgmma", "wg_load": "tma", "grid_order": "heavy_first", "wg_l2_sections": 32,
                              "wg_full_order": "m_fastest"},
                             {"mma": "wgmma", "wg_split_rule": "balanced"},
+                            {"mma": "wgmma", "wg_load": "tma", "wg_kv_order": "k_ahead"},
                             {"smem_layout": "pad"}, {"stages": 2},
                             {"stages": 1}, {"tile_d256": "64x32x4"}, {"tile_d256": "64x32x4", "stages": 2},
                             {"q_fragments": "smem"}):
