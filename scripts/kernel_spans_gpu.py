@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import statistics
 import sys
+from collections import Counter
 from pathlib import Path
 
 CALLS = 15
 FLUSH_BYTES = 256 << 20
 
 
-def spans(which: str, scenario: str) -> list[list[tuple[str, float, float]]]:
+def spans(which: str, scenario: str) -> list[list[Kernel]]:
     """Per call: (kernel name, start us, end us) of each kernel of the call, in order."""
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -40,35 +41,51 @@ def spans(which: str, scenario: str) -> list[list[tuple[str, float, float]]]:
             torch.cuda.synchronize()
             call()
             torch.cuda.synchronize()
-    kernels = sorted((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
-                     if e.device_type == torch.autograd.DeviceType.CUDA)
-    # each call's kernels follow its flush (the only fill of bytes here): a flush starts a group
-    out: list[list[tuple[str, float, float]]] = []
-    for start, end, name in kernels:
-        if "FillFunctor<unsigned char>" in name or "Memset" in name:
+    return group_calls([(e.time_range.start, e.time_range.end, e.name) for e in prof.events()
+                        if e.device_type == torch.autograd.DeviceType.CUDA])[-CALLS:]
+
+
+Record = tuple[float, float, str]  # a kernel's start and end (us) and name, as the profiler gives them
+Kernel = tuple[str, float, float]  # the same as name, start, end
+
+
+def is_flush(name: str) -> bool:
+    """The L2 flush before each call: torch's fill of a byte tensor, which no call issues. A
+    memset is not one: the kernel's host code may issue its own inside the call (the dynamic
+    scheduler zeroes its tile counter before a causal launch), and it is part of the call's span."""
+    return "FillFunctor<unsigned char>" in name
+
+
+def group_calls(records: list[Record]) -> list[list[Kernel]]:
+    """The kernels of each call, in time order: a flush starts a call, the kernels (memsets
+    included) after it up to the next flush are the call's. A flush followed by nothing (records
+    the profiler did not keep) is not a call; kernels before the first flush belong to no call."""
+    out: list[list[Kernel]] = []
+    for start, end, name in sorted(records):
+        if is_flush(name):
             out.append([])
         elif out:
             out[-1].append((name, start, end))
-    # a call whose records the profiler's buffer lost leaves an empty group: not a call
-    return [c for c in out if c][-CALLS:]
+    return [c for c in out if c]
 
 
-def report(label: str, calls: list[list[tuple[str, float, float]]]) -> None:
+def report(label: str, calls: list[list[Kernel]]) -> list[str]:
+    """Lines: the call's span and each kernel's duration and the gap before it, medians over the
+    calls that ran the most common sequence of kernels (the others are counted, not used)."""
     if not calls:
-        print(f"  {label}: no call's kernels were recorded")
-        return
-    shapes = {tuple(n for n, _, _ in c) for c in calls}
-    if len(shapes) != 1:
-        print(f"  {label}: calls differ in their kernels: {sorted(shapes)}")
-    names = [n for n, _, _ in calls[0]]
-    span = statistics.median(c[-1][2] - c[0][1] for c in calls)
-    print(f"  {label}: span {span:.1f} us over {len(calls)} calls")
+        return [f"  {label}: no call's kernels were recorded"]
+    shapes = Counter(tuple(n for n, _, _ in c) for c in calls)
+    names, _ = shapes.most_common(1)[0]
+    same = [c for c in calls if tuple(n for n, _, _ in c) == names]
+    left = f", {len(calls) - len(same)} calls with other kernels left out" if len(same) < len(calls) else ""
+    span = statistics.median(c[-1][2] - c[0][1] for c in same)
+    lines = [f"  {label}: span {span:.1f} us over {len(same)} calls{left}"]
     for i, name in enumerate(names):
-        dur = statistics.median(c[i][2] - c[i][1] for c in calls if len(c) == len(names))
-        gap = (statistics.median(c[i][1] - c[i - 1][2] for c in calls if len(c) == len(names))
-               if i else 0.0)
+        dur = statistics.median(c[i][2] - c[i][1] for c in same)
+        gap = statistics.median(c[i][1] - c[i - 1][2] for c in same) if i else 0.0
         short = name if len(name) < 70 else name[:67] + "..."
-        print(f"    {dur:8.1f} us  (gap before {gap:5.1f})  {short}")
+        lines.append(f"    {dur:8.1f} us  (gap before {gap:5.1f})  {short}")
+    return lines
 
 
 def main(argv: list[str]) -> int:
@@ -79,7 +96,7 @@ def main(argv: list[str]) -> int:
     for sc in scenarios:
         print(f"== {sc}")
         for which in (kernel, "fa3"):
-            report(Path(which).stem, spans(which, sc))
+            print("\n".join(report(Path(which).stem, spans(which, sc))))
     return 0
 
 

@@ -1474,6 +1474,37 @@ def test_rounds_table_adds_a_column_per_head_dim_of_the_suites_scenarios(tmp_pat
     assert out[2].split()[4:] == ["1.100", "0.949", "1.200"]
 
 
+def test_kernel_spans_groups_each_calls_kernels_after_its_flush_and_reads_medians() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("kernel_spans_gpu", ROOT / "scripts" / "kernel_spans_gpu.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    flush = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<unsigned char>>"
+    attn, comb = "void fam::attn_fwd_sm90<128, true>", "void fam::attn_combine_burst<128>"
+    records = [  # out of order, as the profiler may list them
+        (120.0, 130.0, attn), (0.0, 60.0, flush), (100.0, 160.0, flush), (70.0, 80.0, attn),
+        (81.0, 84.0, comb), (131.5, 134.5, comb),
+        (200.0, 260.0, flush),  # a call whose kernels the profiler lost
+        (300.0, 360.0, flush), (370.0, 380.0, attn),  # a call that ran the attention kernel only
+        (400.0, 460.0, flush), (470.0, 481.0, attn), (482.0, 484.0, comb),
+        # the kernel's own memset inside a call (a tile counter zeroed) is the call's, not a flush
+        (500.0, 560.0, flush), (561.0, 562.0, "Memset (Device)"), (563.0, 573.0, attn),
+    ]
+    calls = mod.group_calls(records)
+    assert [[n for n, _, _ in c] for c in calls] == [[attn, comb], [attn, comb], [attn], [attn, comb],
+                                                     ["Memset (Device)", attn]]
+    assert not mod.is_flush("Memset (Device)") and not mod.is_flush(comb)
+    lines = mod.report("k", calls)
+    # medians over the three calls with both kernels: spans 14, 14.5, 14; attention 10, 10, 11;
+    # gaps 1, 1.5, 1; combine 3, 3, 2
+    assert lines[0] == "  k: span 14.0 us over 3 calls, 2 calls with other kernels left out"
+    assert lines[1] == f"        10.0 us  (gap before   0.0)  {attn}"
+    assert lines[2] == f"         3.0 us  (gap before   1.0)  {comb}"
+    assert mod.report("k", []) == ["  k: no call's kernels were recorded"]
+
+
 def test_ncu_ledger_groups_samples_by_execution_count_and_runs(tmp_path: Path) -> None:
     import subprocess
     import sys
