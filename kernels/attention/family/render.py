@@ -728,8 +728,8 @@ def _with_few_rows_combine(text: str, kernel: str, launch: str) -> str:
 # so a warp waited for eight rounds of loads: at decode batch 1 (llama3-70b-tp8, 8-32 rows of 128
 # splits) it took ~10 us against FA3's ~8 us for its own combine (scripts/kernel_spans_gpu.py,
 # stop 35). Here sixteen warps take up to eight splits each and load all of them (a split past the
-# last reads the last one's address) before any is summed; a split's weight selects its terms, so a
-# partial that was never written (no key of the row, the harness's NaN poison) adds nothing. The
+# last reads the last one's address) before any is summed; a split's weight selects its terms (a
+# select, not a multiply), so a split of weight 0 adds nothing whatever its partial holds. The
 # (max, sum) pairs are read once, one per thread; the sixteen partial outputs add up in shared
 # memory in a fixed order (deterministic).
 _COMBINE_BURST = r"""// split_combine=burst: a CTA of sixteen warps per output row, every partial loaded at once.
