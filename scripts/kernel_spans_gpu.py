@@ -20,6 +20,8 @@ from pathlib import Path
 
 CALLS = 15
 FLUSH_BYTES = 256 << 20
+Record = tuple[float, float, str]  # a kernel's start and end (us) and name, as the profiler gives them
+Kernel = tuple[str, float, float]  # the same as name, start, end
 
 
 def spans(which: str, scenario: str) -> list[list[Kernel]]:
@@ -44,9 +46,6 @@ def spans(which: str, scenario: str) -> list[list[Kernel]]:
     return group_calls([(e.time_range.start, e.time_range.end, e.name) for e in prof.events()
                         if e.device_type == torch.autograd.DeviceType.CUDA])[-CALLS:]
 
-
-Record = tuple[float, float, str]  # a kernel's start and end (us) and name, as the profiler gives them
-Kernel = tuple[str, float, float]  # the same as name, start, end
 
 
 def is_flush(name: str) -> bool:
@@ -93,10 +92,23 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     kernel, scenarios = argv[0], argv[1:]
+    from harness.attention.suite import default_suite
+
+    # every name checked before the GPU is touched: a typo in the third costs no device time
+    unknown = sorted(set(scenarios) - {s.name for s in default_suite()})
+    if unknown:
+        print(f"no scenario named {', '.join(map(repr, unknown))} in the suite", file=sys.stderr)
+        return 2
+    if not Path(kernel).is_file():
+        print(f"no kernel file {kernel!r}", file=sys.stderr)
+        return 2
     for sc in scenarios:
         print(f"== {sc}")
         for which in (kernel, "fa3"):
-            print("\n".join(report(Path(which).stem, spans(which, sc))))
+            try:
+                print("\n".join(report(Path(which).stem, spans(which, sc))))
+            except RuntimeError as exc:  # a kernel that returns an error, or FA3 missing
+                print(f"  {Path(which).stem}: {exc}")
     return 0
 
 

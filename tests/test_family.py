@@ -1474,7 +1474,8 @@ def test_rounds_table_adds_a_column_per_head_dim_of_the_suites_scenarios(tmp_pat
     assert out[2].split()[4:] == ["1.100", "0.949", "1.200"]
 
 
-def test_kernel_spans_groups_each_calls_kernels_after_its_flush_and_reads_medians() -> None:
+def test_kernel_spans_groups_each_calls_kernels_after_its_flush_and_reads_medians(
+        capsys: pytest.CaptureFixture[str]) -> None:
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("kernel_spans_gpu", ROOT / "scripts" / "kernel_spans_gpu.py")
@@ -1503,6 +1504,11 @@ def test_kernel_spans_groups_each_calls_kernels_after_its_flush_and_reads_median
     assert lines[1] == f"        10.0 us  (gap before   0.0)  {attn}"
     assert lines[2] == f"         3.0 us  (gap before   1.0)  {comb}"
     assert mod.report("k", []) == ["  k: no call's kernels were recorded"]
+    # a misspelled scenario or a missing kernel is refused by name before any GPU work
+    assert mod.main(["missing.cu", "prefill-d64-s512-b32-h32-full"]) == 2
+    assert "no kernel file 'missing.cu'" in capsys.readouterr().err
+    assert mod.main([str(ROOT / "kernels" / "attention" / "baseline.cu"), "no-such-scenario"]) == 2
+    assert "no scenario named 'no-such-scenario' in the suite" in capsys.readouterr().err
 
 
 def test_ncu_ledger_groups_samples_by_execution_count_and_runs(tmp_path: Path) -> None:
