@@ -327,7 +327,7 @@ def test_tma_kernel_compiles_without_spills(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["wgmma-tma-a", "wgmma-tma-b", "wgmma-tma-c", "wgmma-tma-d", "wgmma-tma-e",
                                   "wgmma-tma-f", "wgmma-tma-g", "wgmma-tma-h",
-                                  "wgmma-tma-i", "wgmma-tma-j", "wgmma-tma-k"])
+                                  "wgmma-tma-i", "wgmma-tma-j", "wgmma-tma-k", "wgmma-tma-l"])
 def test_tma_gallery_reports_were_measured_on_the_strict_build_of_the_gallery_file(name: str) -> None:
     import hashlib
 
@@ -1387,7 +1387,10 @@ def test_wg_combine_pdl_launches_the_hopper_paths_combine_as_a_programmatic_depe
     (dict(wg_p_buffers=2), 5),
     # stop 35's V ring a stage deeper than K's (d128 and d256)
     (dict(wg_v_ring="deeper"), 5),
-], ids=["desc-hoist", "idle-pdl-l2-cluster", "v-mid", "v-before", "k-wait-hoist", "p-buffers", "v-ring"])
+    # stop 36's one-consumer instantiation of the copy-engine kernel beside the ordinary one (d64,
+    # d128, d256), launched with 256 threads and compiled for them (no setmaxnreg)
+    (dict(wg_solo_decode=True), 8),
+], ids=["desc-hoist", "idle-pdl-l2-cluster", "v-mid", "v-before", "k-wait-hoist", "p-buffers", "v-ring", "solo"])
 def test_leader_variants_compile_without_spills_or_serialized_wgmma(
         changes: dict[str, Any], entries: int, tmp_path: Path) -> None:
     gallery = ROOT / "kernels" / "attention" / "gallery"
@@ -1859,6 +1862,46 @@ def test_wg_p_buffers_packs_p_beside_the_exponentials_into_the_set_no_p_v_reads(
     # the block-by-block loop (no P V in flight in the softmax) packs inside it with two sets
     plain = src.split("    } else {\n      for (int j = 0; j < nb; ++j) {\n")[1]
     assert "        if constexpr (!kTwoP) pack();" in plain.split("issue_pv(j, pf);")[0]
+
+
+def test_wg_solo_decode_launches_calls_of_one_warpgroup_of_rows_on_a_one_consumer_instantiation() -> None:
+    assert KNOB_LAYER["wg_solo_decode"] == "tiling" and KNOB_SPACE["tiling"]["wg_solo_decode"] == (False, True)
+    with pytest.raises(KnobError, match="wg_solo_decode"):
+        parse_knobs("wg_solo_decode=true")  # a Hopper knob
+    for refused in ("mma=wgmma,wg_decode=wgmma,wg_solo_decode=true",  # the cp.async producer
+                    "mma=wgmma,wg_load=tma,wg_solo_decode=true",  # decode on the mma.sync tile
+                    "mma=wgmma,wg_load=tma,wg_decode=wgmma,wg_full_order=m_fastest,wg_l2_sections=32,"
+                    "wg_cluster=2,wg_solo_decode=true",
+                    "mma=wgmma,wg_load=tma,wg_decode=wgmma,wg_consumers=1,wg_pingpong=false,wg_solo_decode=true"):
+        with pytest.raises(KnobError, match=r"wg_solo_decode=True .* needs wg_load=tma and wg_decode=wgmma"):
+            parse_knobs(refused)
+    k = parse_knobs(str(ROOT / "kernels" / "attention" / "gallery" / "wgmma-tma-k.knobs.json"))
+    assert "wg_solo_decode" not in k.recorded()
+    solo = k.replace(wg_solo_decode=True).validate()
+    assert solo.slug().endswith("-solo") and solo.recorded()["wg_solo_decode"] is True
+    base, src = render(k), render(solo)
+    assert not [str(f) for f in check_source(src) if f.blocking]
+    kernel = src.split("__global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(")[1]
+    kernel = kernel.split("\n}\n")[0]
+    assert src.count("template <int D, bool kTma, bool kSolo = false>\n") == 2  # the kernel and its prepare
+    assert "  constexpr int HC = kSolo ? 1 : WgC<D>::HC;" in kernel
+    # the empty barriers expect the launched consumers' warps; turns and register hand-over only
+    # where a second consumer exists
+    assert kernel.count(", 4 * HC);") == 4 and ", 4 * WgC<D>::HC);" in base
+    assert kernel.count("if constexpr (HC > 1) asm volatile(\"setmaxnreg.") == 2
+    assert kernel.count("if constexpr (kWgPingpong && HC > 1)") == 4 and "if constexpr (kWgPingpong) " not in kernel
+    # the host: calls of at most 64 (packed) rows take the 256-thread launch, the rest the ordinary one
+    launch = src.split("  if (tma && s.mtotal <= 64) {  // wg_solo_decode")[1].split("  cudaError_t e = ")[0]
+    assert ("    const int se = prepare_sm90<D, true, true>();\n    if (se != cudaSuccess) return se;\n"
+            "    attn_fwd_sm90<D, true, true><<<grid, 256, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);\n"
+            "  } else if (tma) {\n    attn_fwd_sm90<D, true><<<grid, Sm90Cfg<D>::kThreads,") in launch
+    assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo>," in src
+    # nothing else moves: the rest of the file is the leader's, line for line
+    assert len(src.splitlines()) - len(base.splitlines()) == 6  # the record, HC, the launch
+    # without three d64 consumers (wg_wide_d64) the count is kWgConsumers: the same edits
+    plain = render(parse_knobs("mma=wgmma,wg_load=tma,wg_decode=wgmma,wg_solo_decode=true"))
+    assert "  constexpr int HC = kSolo ? 1 : kWgConsumers;" in plain and plain.count(", 4 * HC);") == 3
+    assert "if constexpr (kWgPingpong) " not in plain and "attn_fwd_sm90<D, true, true><<<grid, 256," in plain
 
 
 def test_wg_v_ring_deeper_gives_v_a_stage_more_than_k_where_shared_memory_holds_it() -> None:

@@ -103,6 +103,8 @@ LEADER_H = LEADER_G + ",wg_kv_fence=cp_async,wg_split_cost=8"
 LEADER_I = LEADER_H + ",wg_epilogue_one_q=true"
 # the gallery's wgmma-tma-j (wgmma-tma-i with the copy engine's K/V loads evicted from L2 last)
 LEADER_J = LEADER_I + ",wg_l2_hint=kv_last"
+# the gallery's wgmma-tma-k (wgmma-tma-j with every split's partial loaded at once where rows are few)
+LEADER_K = LEADER_J + ",split_combine=burst"
 
 
 @pytest.mark.gpu
@@ -219,6 +221,33 @@ def test_decode_key_warps_pass_every_decode_scenario(spec: str, tmp_path: Path) 
     chosen = [s for s in default_suite() if s.category == "decode" or s.name in SCENARIOS]
     bad = _failures(src, chosen)
     assert not bad, (spec, bad)
+
+
+@pytest.mark.gpu
+def test_solo_decode_passes_every_decode_scenario_and_the_row_counts_around_one_warpgroup(tmp_path: Path) -> None:
+    # wg_solo_decode launches a call whose packed rows fit one consumer warpgroup (at most 64) on
+    # the one-consumer instantiation: every decode shape (split or not, GQA packs of 1-8, d128 and
+    # d256), head_dim 64 (three consumer warpgroups otherwise; no decode in the suite), and the
+    # edges: exactly 64 packed rows (solo) and 72 (two warpgroups, the ordinary instantiation).
+    from harness.scenario import Scenario
+
+    src = tmp_path / "family_solo.cu"
+    src.write_text(render(parse_knobs(LEADER_K + ",wg_solo_decode=true")))
+    extra = [
+        Scenario(name="solo-d64-q1-b4-k3001", category="decode", batch=4, seqlen_q=1, seqlen_k=3001,
+                 heads_q=16, heads_kv=4, head_dim=64, causal=True),
+        Scenario(name="solo-d64-q16-b2-k777", category="decode", batch=2, seqlen_q=16, seqlen_k=777,
+                 heads_q=8, heads_kv=2, head_dim=64, causal=True),
+        Scenario(name="solo-d128-q8-b2-k5000-64rows", category="decode", batch=2, seqlen_q=8, seqlen_k=5000,
+                 heads_q=8, heads_kv=1, head_dim=128, causal=True),
+        Scenario(name="solo-d128-q9-b2-k5000-72rows", category="decode", batch=2, seqlen_q=9, seqlen_k=5000,
+                 heads_q=8, heads_kv=1, head_dim=128, causal=True),
+        Scenario(name="solo-d256-q3-b3-k999-full", category="decode", batch=3, seqlen_q=3, seqlen_k=999,
+                 heads_q=16, heads_kv=8, head_dim=256, causal=False),
+    ]
+    chosen = [s for s in default_suite() if s.category == "decode" or s.name in SCENARIOS] + extra
+    bad = _failures(src, chosen)
+    assert not bad, bad
 
 
 @pytest.mark.gpu

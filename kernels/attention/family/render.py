@@ -1817,6 +1817,57 @@ def _with_desc_offset(text: str) -> str:
     return _swap_each(text, _DESC_EDITS)
 
 
+# wg_solo_decode (wg_load=tma, wg_decode=wgmma): a call whose packed query rows fit the first
+# consumer warpgroup (sc.mtotal <= 64, so one m block and no row for any other warpgroup: decode)
+# runs a second instantiation of the copy-engine kernel, kSolo, launched with 256 threads: the
+# producer warpgroup and one consumer warpgroup. Its empty barriers expect that warpgroup's four
+# warps, it takes no turns (a named barrier of 256 threads would wait for a warpgroup that is not
+# there), and it keeps the registers it was compiled with (no setmaxnreg: nothing to hand over).
+# The shared-memory layout, the tile order and the tensor maps are the ordinary instantiation's
+# (BM stays 64 x wg_consumers; the rows of Q past the first warpgroup's are loaded as before and
+# nothing reads them), so the host plans the call as before. Why: FA3 runs decode at head_dim 128 on one MMA warpgroup
+# (use_one_mma_wg); stop 36 measured wg_consumers=1 (every call on one consumer) at +1.3% on decode
+# against the leader: the second warpgroup's empty rows and the turns it shares cost the call.
+# Every other call runs the kSolo = false instantiation, whose text is the same code.
+_SOLO_HEAD = (
+    "template <int D, bool kTma>\n__global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(\n"
+    "    const SocraticAttentionArgs a, const Sched sc, const __grid_constant__ Sm90Maps maps) {\n"
+    "  using C = Sm90Cfg<D>;\n",
+    "template <int D, bool kTma, bool kSolo = false>\n"
+    "__global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(\n"
+    "    const SocraticAttentionArgs a, const Sched sc, const __grid_constant__ Sm90Maps maps) {\n"
+    "  using C = Sm90Cfg<D>;\n"
+    "  constexpr int HC = kSolo ? 1 : {hc};  // wg_solo_decode: consumer warpgroups launched\n",
+)
+_SOLO_HOST = (
+    ("template <int D, bool kTma>\nint prepare_sm90() {",
+     "template <int D, bool kTma, bool kSolo = false>\nint prepare_sm90() {"),
+    ("cudaFuncSetAttribute(attn_fwd_sm90<D, kTma>,", "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo>,"),
+    ("  if (tma) {\n    attn_fwd_sm90<D, true><<<",
+     "  if (tma && s.mtotal <= 64) {  // wg_solo_decode: every row in the first consumer warpgroup\n"
+     "    const int se = prepare_sm90<D, true, true>();\n"
+     "    if (se != cudaSuccess) return se;\n"
+     "    attn_fwd_sm90<D, true, true><<<grid, 256, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);\n"
+     "  } else if (tma) {\n    attn_fwd_sm90<D, true><<<"),
+)
+
+
+def _with_solo(text: str) -> str:
+    """wg_solo_decode on a file with the copy-engine Hopper kernel (after every other edit of the
+    kernel and of its launch: the dynamic scheduler's counter comes before the launch it edits).
+    The consumer count is `WgC<D>::HC` where wg_wide_d64 gave each head dim its own, else
+    `kWgConsumers`; the turns' own arithmetic (which consumer is next) is left as it is, inside the
+    `HC > 1` branches the one-consumer instantiation discards."""
+    hc = "WgC<D>::HC" if "struct WgC {" in text else "kWgConsumers"
+    text = _swap(text, _SOLO_HEAD[0], _SOLO_HEAD[1].replace("{hc}", hc))
+    barriers = text.count(f", 4 * {hc});")  # q_empty, the K/V empties, the second Q buffer's
+    text = _swap(text, f", 4 * {hc});", ", 4 * HC);", barriers if barriers in (3, 4) else 4)
+    text = _swap(text, f"if constexpr ({hc} > 1) asm volatile(\"setmaxnreg.",
+                 "if constexpr (HC > 1) asm volatile(\"setmaxnreg.", 2)
+    text = _swap(text, "if constexpr (kWgPingpong) ", "if constexpr (kWgPingpong && HC > 1) ", 4)
+    return _swap_each(text, _SOLO_HOST)
+
+
 # wg_decode=wgmma: the Hopper kernel takes every call, decode shapes included; the mma.sync kernels
 # stay in the file, unused (a call no tensor map describes takes the Hopper kernel's cp.async build).
 _DECODE_USE = (
@@ -2019,6 +2070,8 @@ def render(knobs: Knobs) -> str:
             text = _with_cluster(text)
         if knobs.wg_l2_hint != "none":
             text = _with_l2_hint(text, knobs.wg_l2_hint)
+        if knobs.wg_solo_decode:
+            text = _with_solo(text)
     if knobs.split_combine in ("parallel", "wide", "burst"):
         text = _with_parallel_combine(text)
     if knobs.split_combine == "wide":

@@ -73,6 +73,11 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         # a ragged call's last tile) computes them anyway, or skips its products and softmax and
         # only takes its turns and releases each K/V block after its full barrier
         "wg_idle_rows": ("compute", "skip"),
+        # mma=wgmma, wg_load=tma: a call whose packed query rows fit one consumer warpgroup (at
+        # most 64: decode) runs an instantiation of one producer and one consumer warpgroup, with
+        # no turns to take and no second warpgroup computing empty rows (FA3's one-MMA-warpgroup
+        # decode), or the CTA of every other call
+        "wg_solo_decode": (False, True),
     },
     "memory": {
         "loader": ("cp_async", "bulk"),          # cp.async 16 B per thread, or the bulk copy engine
@@ -183,7 +188,7 @@ HOPPER_KNOBS = ("wg_block_n_d64", "wg_block_n_d128", "wg_block_n_d256", "wg_cons
                 "wg_overlap", "wg_pingpong", "wg_load", "wg_q_stages", "wg_wide_d64", "wg_l2_sections",
                 "wg_scheduler", "wg_split_rule", "wg_split_cost", "wg_epilogue", "wg_desc", "wg_decode",
                 "wg_tile_decode", "wg_epilogue_one_q", "wg_kv_order", "wg_l2_hint", "wg_idle_rows", "wg_combine_pdl",
-                "wg_v_release", "wg_k_wait", "wg_p_buffers", "wg_v_ring")
+                "wg_v_release", "wg_k_wait", "wg_p_buffers", "wg_v_ring", "wg_solo_decode")
 KNOB_LAYER = {knob: layer for layer, knobs in KNOB_SPACE.items() for knob in knobs}
 # Knobs a rendered file records only when they differ from their defaults (each was added after
 # files existed whose bytes their measured reports hash; Knobs.recorded).
@@ -192,7 +197,7 @@ RECORDED_WHEN_SET = ("decode_kv_warps", "split_combine", "wg_load", "wg_q_stages
                      "wg_desc", "wg_decode", "wg_tile_decode", "wg_epilogue_one_q", "wg_kv_order",
                      "wg_full_order", "wg_cluster", "wg_kv_fence", "wg_kv_wait", "wg_stages_d64",
                      "wg_stages_d128", "wg_l2_hint", "wg_idle_rows", "wg_combine_pdl",
-                     "wg_v_release", "wg_k_wait", "wg_p_buffers", "wg_v_ring")
+                     "wg_v_release", "wg_k_wait", "wg_p_buffers", "wg_v_ring", "wg_solo_decode")
 
 
 class KnobError(ValueError):
@@ -262,6 +267,7 @@ class Knobs:
     wg_k_wait: str = "in_turn"
     wg_p_buffers: int = 1
     wg_v_ring: str = "same"
+    wg_solo_decode: bool = False
 
     # -- views -----------------------------------------------------------------------------
 
@@ -402,7 +408,8 @@ class Knobs:
                       + {"after_softmax": "", "mid_softmax": "-vmid", "before_softmax": "-vbefore"}[self.wg_v_release]
                       + ("-kwait" if self.wg_k_wait == "before_turn" else "")
                       + ("-p2" if self.wg_p_buffers == 2 else "")
-                      + ("-vdeep" if self.wg_v_ring == "deeper" else "")]
+                      + ("-vdeep" if self.wg_v_ring == "deeper" else "")
+                      + ("-solo" if self.wg_solo_decode else "")]
         return "_".join(parts)
 
     # -- validation ------------------------------------------------------------------------
@@ -523,6 +530,15 @@ class Knobs:
                 f"wg_v_ring={self.wg_v_ring} gives V's ring its own depth in the copy-engine producer's "
                 "k_ahead order: it needs wg_load=tma and wg_kv_order=k_ahead, and is written for "
                 "wg_cluster=1 and wg_idle_rows=compute (their loops index K and V with one stage)"
+            )
+        if self.wg_solo_decode and (self.wg_load != "tma" or self.wg_decode != "wgmma" or self.wg_cluster != 1
+                                    or self.wg_consumers != 2):
+            raise KnobError(
+                "wg_solo_decode=True gives a call whose rows fit one warpgroup a one-consumer instantiation of "
+                "the copy-engine kernel: it needs wg_load=tma and wg_decode=wgmma (otherwise such calls take "
+                "the mma.sync decode tile) and wg_consumers=2 (with one, every call runs on one), and is "
+                "written for wg_cluster=1 (the cluster kernel has its own template arguments; a decode call "
+                "is causal and never clustered)"
             )
         if self.wg_combine_pdl and self.split_combine == "burst":
             raise KnobError(
@@ -751,6 +767,7 @@ def covering_sample() -> list[Knobs]:
                              "wg_full_order": "m_fastest"},
                             {"mma": "wgmma", "wg_split_rule": "balanced"},
                             {"mma": "wgmma", "wg_load": "tma", "wg_kv_order": "k_ahead"},
+                            {"mma": "wgmma", "wg_load": "tma", "wg_decode": "wgmma"},
                             {"smem_layout": "pad"}, {"stages": 2},
                             {"stages": 1}, {"tile_d256": "64x32x4"}, {"tile_d256": "64x32x4", "stages": 2},
                             {"q_fragments": "smem"}):
