@@ -73,10 +73,10 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
         # a ragged call's last tile) computes them anyway, or skips its products and softmax and
         # only takes its turns and releases each K/V block after its full barrier
         "wg_idle_rows": ("compute", "skip"),
-        # mma=wgmma, wg_load=tma: a call whose packed query rows fit one consumer warpgroup (at
-        # most 64: decode) runs an instantiation of one producer and one consumer warpgroup, with
-        # no turns to take and no second warpgroup computing empty rows (FA3's one-MMA-warpgroup
-        # decode), or the CTA of every other call
+        # mma=wgmma, wg_load=tma, wg_decode=wgmma: a call whose packed query rows fit one consumer
+        # warpgroup (at most 64: decode) runs on the same CTA as every other call, or (True) on an
+        # instantiation of one producer and one consumer warpgroup, with no turns to take and no
+        # second warpgroup computing empty rows (FA3's one-MMA-warpgroup decode)
         "wg_solo_decode": (False, True),
     },
     "memory": {
