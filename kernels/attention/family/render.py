@@ -1825,10 +1825,10 @@ def _with_desc_offset(text: str) -> str:
 # there), and it keeps the registers it was compiled with (no setmaxnreg: nothing to hand over).
 # The shared-memory layout, the tile order and the tensor maps are the ordinary instantiation's
 # (BM stays 64 x wg_consumers; the rows of Q past the first warpgroup's are loaded as before and
-# nothing reads them), so the host plans the call as before. Why: FA3 runs decode at head_dim 128 on one MMA warpgroup
-# (use_one_mma_wg); stop 36 measured wg_consumers=1 (every call on one consumer) at +1.3% on decode
-# against the leader: the second warpgroup's empty rows and the turns it shares cost the call.
-# Every other call runs the kSolo = false instantiation, whose text is the same code.
+# nothing reads them), so the host plans the call as before. Every other call runs the kSolo = false
+# instantiation, whose SASS is the file's without the knob. Why: FA3 runs decode at head_dim 128 on
+# one MMA warpgroup (use_one_mma_wg); the second warpgroup's empty rows and the turns it shares cost
+# the call. Stop 36: +1.0% on decode against wgmma-tma-k (docs/family.md).
 _SOLO_HEAD = (
     "template <int D, bool kTma>\n__global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(\n"
     "    const SocraticAttentionArgs a, const Sched sc, const __grid_constant__ Sm90Maps maps) {\n"
@@ -1852,16 +1852,16 @@ _SOLO_HOST = (
 )
 
 
-def _with_solo(text: str) -> str:
+def _with_solo(text: str, k: Knobs) -> str:
     """wg_solo_decode on a file with the copy-engine Hopper kernel (after every other edit of the
     kernel and of its launch: the dynamic scheduler's counter comes before the launch it edits).
     The consumer count is `WgC<D>::HC` where wg_wide_d64 gave each head dim its own, else
     `kWgConsumers`; the turns' own arithmetic (which consumer is next) is left as it is, inside the
     `HC > 1` branches the one-consumer instantiation discards."""
-    hc = "WgC<D>::HC" if "struct WgC {" in text else "kWgConsumers"
+    hc = "WgC<D>::HC" if k.wg_wide_d64 else "kWgConsumers"
     text = _swap(text, _SOLO_HEAD[0], _SOLO_HEAD[1].replace("{hc}", hc))
-    barriers = text.count(f", 4 * {hc});")  # q_empty, the K/V empties, the second Q buffer's
-    text = _swap(text, f", 4 * {hc});", ", 4 * HC);", barriers if barriers in (3, 4) else 4)
+    # the empty barriers: Q's, K's and V's, and the second Q buffer's with wg_q_stages=2
+    text = _swap(text, f", 4 * {hc});", ", 4 * HC);", 4 if k.wg_q_stages == 2 else 3)
     text = _swap(text, f"if constexpr ({hc} > 1) asm volatile(\"setmaxnreg.",
                  "if constexpr (HC > 1) asm volatile(\"setmaxnreg.", 2)
     text = _swap(text, "if constexpr (kWgPingpong) ", "if constexpr (kWgPingpong && HC > 1) ", 4)
@@ -2071,7 +2071,7 @@ def render(knobs: Knobs) -> str:
         if knobs.wg_l2_hint != "none":
             text = _with_l2_hint(text, knobs.wg_l2_hint)
         if knobs.wg_solo_decode:
-            text = _with_solo(text)
+            text = _with_solo(text, knobs)
     if knobs.split_combine in ("parallel", "wide", "burst"):
         text = _with_parallel_combine(text)
     if knobs.split_combine == "wide":
