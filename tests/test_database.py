@@ -15,7 +15,8 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlmodel import col, select
 
-from app.db import Database, alembic_config, load_models
+import app.db
+from app.db import Database, alembic_config, current_revision, head_revision, load_models
 from app.events import EventHub, Unit
 from app.models import Event, SteeringSession
 from app.new_session import create_session
@@ -49,6 +50,48 @@ def test_every_migration_runs_up_and_down_and_the_schema_equals_the_models(
         diff = compare_metadata(MigrationContext.configure(conn), metadata)
     assert diff == [], f"the migrations and the models disagree on {db.engine.dialect.name}: {diff}"
     db.dispose()
+
+
+def test_a_database_at_the_newest_revision_opens_without_running_alembic_and_an_older_one_is_upgraded(
+        tmp_path: Path, database_backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = database_url(tmp_path, database_backend)
+    assert head_revision() == ScriptDirectory.from_config(alembic_config(url)).get_current_head()
+    db = Database(url)
+    db.upgrade()
+    head = current_revision(db.engine)
+    assert head == head_revision()
+    with db.engine.begin() as conn:  # one release behind
+        cfg = alembic_config(url)
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "-1")
+    assert current_revision(db.engine) not in (None, head)
+    real, runs = command.upgrade, []
+
+    def counted(*args: object, **kwargs: object) -> None:
+        runs.append(args[1])
+        real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(command, "upgrade", counted)
+    db.upgrade()  # behind: alembic brings it to the head
+    assert runs == ["head"] and current_revision(db.engine) == head
+    db.upgrade()  # at the head: nothing to run
+    assert runs == ["head"]
+    db.dispose()
+
+
+def test_migration_files_that_do_not_form_one_line_leave_the_decision_to_alembic(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    versions = tmp_path / "versions"
+    versions.mkdir()
+    line = {"a.py": ("'r1'", "None"), "b.py": ("'r2'", "'r1'")}
+    for name, (rev, down) in line.items():
+        (versions / name).write_text(f"revision: str = {rev}\ndown_revision: str | None = {down}\n")
+    monkeypatch.setattr(app.db, "MIGRATIONS_DIR", tmp_path)
+    assert head_revision() == "r2"
+    (versions / "c.py").write_text("revision: str = 'r3'\ndown_revision: str | None = 'r1'\n")
+    assert head_revision() is None  # two heads
+    (versions / "c.py").write_text("revision = make_id()\ndown_revision = 'r2'\n")
+    assert head_revision() is None  # not a literal
 
 
 def test_concurrent_writers_number_a_sessions_events_gapless_and_unique(
