@@ -46,6 +46,10 @@ class Device(ABC):
         enqueues next is queued before the device gets to it: a timed call then measures the
         device, not the host's launch latency."""
 
+    def null_call(self) -> None:  # noqa: B027 (optional hook)
+        """Enqueue the smallest kernel there is on the harness stream: the control of the
+        wall-clock cross-check (what a launch and a synchronization cost the host right now)."""
+
     def release_memory(self) -> None:  # noqa: B027 (optional hook)
         """Drop cached allocations so the next scenario gets fresh memory."""
 
@@ -148,6 +152,9 @@ class CudaDevice(Device):
         if self._cycles_per_ms is None:
             self._cycles_per_ms = self._calibrate_spin()
         torch.cuda._sleep(int(ms * self._cycles_per_ms))
+
+    def null_call(self) -> None:
+        torch.cuda._sleep(1)
 
     def _calibrate_spin(self) -> float:
         cycles = 1_000_000

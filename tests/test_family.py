@@ -327,7 +327,8 @@ def test_tma_kernel_compiles_without_spills(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["wgmma-tma-a", "wgmma-tma-b", "wgmma-tma-c", "wgmma-tma-d", "wgmma-tma-e",
                                   "wgmma-tma-f", "wgmma-tma-g", "wgmma-tma-h",
-                                  "wgmma-tma-i", "wgmma-tma-j", "wgmma-tma-k", "wgmma-tma-l"])
+                                  "wgmma-tma-i", "wgmma-tma-j", "wgmma-tma-k", "wgmma-tma-l",
+                                  "wgmma-tma-m"])
 def test_tma_gallery_reports_were_measured_on_the_strict_build_of_the_gallery_file(name: str) -> None:
     import hashlib
 
@@ -1390,7 +1391,11 @@ def test_wg_combine_pdl_launches_the_hopper_paths_combine_as_a_programmatic_depe
     # stop 36's one-consumer instantiation of the copy-engine kernel beside the ordinary one (d64,
     # d128, d256), launched with 256 threads and compiled for them (no setmaxnreg)
     (dict(wg_solo_decode=True), 8),
-], ids=["desc-hoist", "idle-pdl-l2-cluster", "v-mid", "v-before", "k-wait-hoist", "p-buffers", "v-ring", "solo"])
+    # this stop's two-set loop in a kLong instantiation of its own (d128 and d256) beside the one-set
+    # kernel every other call runs
+    (dict(wg_p_buffers=2, wg_p_long_blocks=64), 7),
+], ids=["desc-hoist", "idle-pdl-l2-cluster", "v-mid", "v-before", "k-wait-hoist", "p-buffers", "v-ring", "solo",
+        "p-long"])
 def test_leader_variants_compile_without_spills_or_serialized_wgmma(
         changes: dict[str, Any], entries: int, tmp_path: Path) -> None:
     gallery = ROOT / "kernels" / "attention" / "gallery"
@@ -1862,6 +1867,64 @@ def test_wg_p_buffers_packs_p_beside_the_exponentials_into_the_set_no_p_v_reads(
     # the block-by-block loop (no P V in flight in the softmax) packs inside it with two sets
     plain = src.split("    } else {\n      for (int j = 0; j < nb; ++j) {\n")[1]
     assert "        if constexpr (!kTwoP) pack();" in plain.split("issue_pv(j, pf);")[0]
+
+
+def test_wg_p_long_blocks_sends_only_long_calls_to_the_two_set_instantiation() -> None:
+    assert KNOB_LAYER["wg_p_long_blocks"] == "math" and KNOB_SPACE["math"]["wg_p_long_blocks"] == (0, 32, 64, 128)
+    with pytest.raises(KnobError, match="wg_p_long_blocks"):
+        parse_knobs("wg_p_long_blocks=64")  # a Hopper knob
+    for refused in ("mma=wgmma,wg_load=tma,wg_p_long_blocks=64",  # one set: nothing to choose between
+                    "mma=wgmma,wg_load=tma,wg_full_order=m_fastest,wg_l2_sections=32,wg_cluster=2,"
+                    "wg_p_buffers=2,wg_p_long_blocks=64"):
+        with pytest.raises(KnobError, match=r"wg_p_long_blocks=64 .* needs wg_p_buffers=2 .* wg_cluster=1"):
+            parse_knobs(refused)
+    leader = parse_knobs(str(ROOT / "kernels" / "attention" / "gallery" / "wgmma-tma-l.knobs.json"))
+    assert "wg_p_long_blocks" not in leader.recorded()
+    p2 = leader.replace(wg_p_buffers=2).validate()
+    k = p2.replace(wg_p_long_blocks=64).validate()
+    assert k.slug().endswith("-p2-solo-plong64") and k.recorded()["wg_p_long_blocks"] == 64
+    base, src = render(p2), render(k)
+    assert not [str(f) for f in check_source(src) if f.blocking]
+    # the second set only in the kLong instantiation; the kernel and its prepare take the argument
+    assert "    constexpr bool kTwoP = D >= 128 && kTma && kLong;" in src
+    assert "    constexpr bool kTwoP = D >= 128 && kTma;\n" in base
+    assert src.count("template <int D, bool kTma, bool kSolo = false, bool kLong = false>\n") == 2
+    assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo, kLong>," in src
+    assert "constexpr long long kPLongBlocks = 64;  // wg_p_long_blocks" in src
+    # the host: a long call (head dims with two sets only) takes the kLong launch; decode's solo
+    # launch comes first and stays one-set, every other call takes the ordinary one-set kernel
+    launch = src.split("int launch_any(const SocraticAttentionArgs* a, cudaStream_t stream) {")[1].split("\n}\n")[0]
+    assert launch.index("if (tma && s.mtotal <= 64) {") < launch.index(
+        "} else if (tma && long_call<D>(a, s)) {") < launch.index("} else if (tma) {")
+    assert ("    if constexpr (D >= 128) {\n      const int le = prepare_sm90<D, true, false, true>();\n"
+            "      if (le != cudaSuccess) return le;\n"
+            "      attn_fwd_sm90<D, true, false, true><<<grid, Sm90Cfg<D>::kThreads, Sm90Cfg<D>::kSmem, stream>>>"
+            "(*a, s, maps);\n    }\n") in launch
+    # the estimate: every tile's key blocks (as the kernel's tiles count them, causal blocks past
+    # the diagonal skipped) over the SMs, against the knob; head dim 64 never
+    rule = src.split("bool long_call(const SocraticAttentionArgs* a, const Sched& s) {")[1].split("\n}\n")[0]
+    assert "if constexpr (D < 128) {" in rule and "return false;" in rule
+    assert "if (kCausalSkip && a->causal) kv_hi = max(0, min(sk, qi_last + offset + 1));" in rule
+    assert "return sum * s.heads_grid * a->batch >= (long long)kPLongBlocks * num_sms();" in rule
+    # nothing else moves: lines added are the record's, the constant, the rule and the long launch
+    # (six); lines changed are the two template heads, cudaFuncSetAttribute's argument and kTwoP
+    changed = set(src.splitlines()) - set(base.splitlines())
+    assert len(src.splitlines()) - len(base.splitlines()) == 1 + 1 + len(_P_LONG_RULE_LINES(src)) + 6
+    assert all("kLong" in line or "long_call" in line or "wg_p_long_blocks" in line or "kPLongBlocks" in line
+               or line in rule.splitlines() or line in launch.splitlines()
+               or line == '//    "wg_solo_decode": true,' for line in changed)
+    # without the one-consumer decode kernel the kernel has two template arguments before kLong
+    plain = render(parse_knobs("mma=wgmma,wg_load=tma,wg_p_buffers=2,wg_p_long_blocks=32"))
+    assert plain.count("template <int D, bool kTma, bool kLong = false>\n") == 2
+    assert "attn_fwd_sm90<D, true, true><<<grid, Sm90Cfg<D>::kThreads," in plain
+    assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kLong>," in plain
+
+
+def _P_LONG_RULE_LINES(src: str) -> list[str]:
+    """The lines of long_call and its comment (what wg_p_long_blocks adds before plan_sm90)."""
+    head = "// wg_p_long_blocks: whether a call is long enough"
+    body = src.split(head)[1].split("template <int D>\nSched plan_sm90(")[0]
+    return (head + body).splitlines()
 
 
 def test_wg_solo_decode_launches_calls_of_one_warpgroup_of_rows_on_a_one_consumer_instantiation() -> None:

@@ -86,9 +86,26 @@ class FixedTimerDevice(CpuDevice):
         return lambda: 0.01
 
 
-def _wall_flags(sleeps_ms: Callable[[int], float]) -> tuple[list[str], float]:
-    """The candidate's flags and wall time when its n-th wall-clock call sleeps sleeps_ms(n)."""
-    dev = FixedTimerDevice()
+class SlowHostDevice(FixedTimerDevice):
+    """A host slow at every synchronization (sync_ms each), the candidate's and a null call's
+    alike: what the wall clock of an honest call read in a process that was slow all along."""
+
+    def __init__(self, sync_ms: float) -> None:
+        super().__init__()
+        self.sync_ms = sync_ms
+        self.null_calls = 0
+
+    def synchronize(self) -> None:
+        time.sleep(self.sync_ms / 1e3)
+
+    def null_call(self) -> None:
+        self.null_calls += 1
+
+
+def _wall_flags(sleeps_ms: Callable[[int], float], sync_ms: float = 0.0) -> tuple[list[str], float]:
+    """The candidate's flags and wall time when its n-th wall-clock call sleeps sleeps_ms(n)
+    (and every synchronization of the host sync_ms)."""
+    dev = SlowHostDevice(sync_ms) if sync_ms else FixedTimerDevice()
     untimed = [0]
 
     def candidate(i: int) -> None:
@@ -113,6 +130,30 @@ def test_one_slow_wall_clock_call_is_measured_again_and_not_flagged() -> None:
     assert not flags[0].startswith(BLOCKING_FLAG_PREFIXES)
     assert "over 3 calls, then" in flags[0] and "over 6" in flags[0]
     assert _wall_flags(lambda n: 0.0)[0] == []  # nothing slow: nothing measured again, no note
+
+
+def test_a_host_slow_at_every_synchronization_is_told_from_hidden_work_by_a_null_call() -> None:
+    # Every synchronization costs the host 1.6 ms, over the 1 ms slack: the first measurement
+    # is over the limit, the re-measurement's null calls read as slow, and nothing is flagged.
+    flags, wall = _wall_flags(lambda n: 0.0, sync_ms=1.6)
+    assert wall > 1.5
+    assert len(flags) == 1 and flags[0].startswith("re-measured wall clock: ")
+    assert "each after a launch that does nothing (1." in flags[0] and "a slow host" in flags[0]
+    # Work beside every call is still flagged on that host: the null call makes room for the
+    # host's slowness beyond half the slack, not for the call's own time.
+    flags, wall = _wall_flags(lambda n: 5.0, sync_ms=1.6)
+    assert len(flags) == 1 and flags[0].startswith("wall-clock") and "work runs outside the timed stream" in flags[0]
+    assert "(a launch that does nothing: 1." in flags[0] and wall > 6.0
+
+
+def test_the_null_calls_run_only_when_the_wall_clock_is_measured_again() -> None:
+    dev = SlowHostDevice(0.0)
+    settings = TimingSettings(min_reps=3, min_reps_slow=3, max_reps=3, wall_reps=3, warmup=0, wall_slack_ms=1.0)
+    time_interleaved(dev, {"candidate": lambda i: None}, 1, settings)
+    assert dev.null_calls == 0  # under the limit: no second measurement, no control
+    dev = SlowHostDevice(0.0)
+    time_interleaved(dev, {"candidate": lambda i: time.sleep(0.0 if dev.timing else 0.005)}, 1, settings)
+    assert dev.null_calls == 6  # one before each of the 6 calls measured again
 
 
 def test_work_outside_the_timed_stream_on_every_call_is_flagged() -> None:

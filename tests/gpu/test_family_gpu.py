@@ -153,6 +153,10 @@ LEADER_K = LEADER_J + ",split_combine=burst"
     pytest.param(LEADER_J + ",wg_p_buffers=2", id="leader-j-p2"),
     # and with V's ring a stage deeper than K's at d128 and d256 (wg_v_ring)
     pytest.param(LEADER_J + ",wg_v_ring=deeper", id="leader-j-vdeep"),
+    # the gallery's wgmma-tma-l with the two sets in a kLong instantiation for calls of 32 key
+    # blocks per SM or more (wg_p_long_blocks): the long prefill, chunked and GQA calls of the
+    # subset take it, the short ragged, decode and small GQA calls the one-set kernel
+    pytest.param(LEADER_K + ",wg_solo_decode=true,wg_p_buffers=2,wg_p_long_blocks=32", id="leader-l-p-long"),
 ])
 def test_tma_family_kernels_pass_a_subset_without_the_cp_async_fallback(spec: str, tmp_path: Path) -> None:
     # The check build: a call whose tensor maps cannot be encoded fails instead of silently

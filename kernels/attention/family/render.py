@@ -118,6 +118,8 @@ def sm90_constants(k: Knobs) -> str:
                   "template <int D>\nstruct WgStages {\n  static constexpr int value = kWgStages;\n};"]
         lines += [f"template <>\nstruct WgStages<{d}> {{\n  static constexpr int value = {k.wg_stages_at(d)};\n}};"
                   for d in HEAD_DIMS if k.wg_stages_at(d) != k.wg_stages]
+    if k.wg_p_long_blocks:
+        lines.append(f"constexpr long long kPLongBlocks = {k.wg_p_long_blocks};  // wg_p_long_blocks")
     if k.wg_v_ring == "deeper":
         lines += ["// wg_v_ring=deeper: V stages per head_dim (K's, or one more where shared memory holds it)",
                   "template <int D>\nstruct WgVStages {\n  static constexpr int value = WgStages<D>::value;\n};"]
@@ -1868,6 +1870,64 @@ def _with_solo(text: str, k: Knobs) -> str:
     return _swap_each(text, _SOLO_HOST)
 
 
+# wg_p_long_blocks (wg_p_buffers=2): the two-register-set loop only in an instantiation of its own,
+# kLong, that the host picks for a call of at least N key blocks per SM (every tile's blocks over
+# the SMs, as the balanced split rule counts them; one d128 block of 128 x 128 is ~1.6 us of an SM
+# at FA3's rate, so 64 is ~0.1 ms). Every other call, decode's solo instantiation included, runs a
+# one-set kernel (kTwoP is false there, so its loop is the one-set file's). Why: stop 34 measured
+# the second set 2-3% faster on long d128 calls and ~2 us slower on every short one (the larger
+# code; docs/family.md), so one kernel for both lost 0.5% overall.
+_P_LONG_HOST = """// wg_p_long_blocks: whether a call is long enough for the two-register-set instantiation (kLong):
+// its key blocks over every tile, per SM, at least kPLongBlocks. Only head dims with two sets.
+template <int D>
+bool long_call(const SocraticAttentionArgs* a, const Sched& s) {
+  if constexpr (D < 128) {
+    (void)a;
+    (void)s;
+    return false;
+  } else {
+    using C = Sm90Cfg<D>;
+    const int sk = a->seqlen_k, offset = a->seqlen_k - a->seqlen_q;
+    long long sum = 0;  // key blocks over the m blocks of one (head, batch) unit
+    for (int mb = 0; mb < s.m_blocks; ++mb) {  // as sm90_tile counts them
+      const int qi_last = (min((mb + 1) * C::BM, s.mtotal) - 1) / s.gp;
+      int kv_hi = sk;
+      if (kCausalSkip && a->causal) kv_hi = max(0, min(sk, qi_last + offset + 1));
+      sum += (kv_hi + C::BN - 1) / C::BN;
+    }
+    return sum * s.heads_grid * a->batch >= (long long)kPLongBlocks * num_sms();
+  }
+}
+
+"""
+
+
+def _with_p_long(text: str, k: Knobs) -> str:
+    """wg_p_long_blocks on a file with the two-set loop (after wg_solo_decode's edits, which give
+    the kernel and its prepare a third template argument)."""
+    solo = "false, " if k.wg_solo_decode else ""
+    args = "bool kTma, bool kSolo = false" if k.wg_solo_decode else "bool kTma"
+    text = _swap(text, "    constexpr bool kTwoP = D >= 128 && kTma;\n",
+                 "    constexpr bool kTwoP = D >= 128 && kTma && kLong;  // wg_p_long_blocks: long calls only\n")
+    text = _swap(text, f"template <int D, {args}>\n__global__ void __launch_bounds__(",
+                 f"template <int D, {args}, bool kLong = false>\n__global__ void __launch_bounds__(")
+    text = _swap(text, f"template <int D, {args}>\nint prepare_sm90() {{",
+                 f"template <int D, {args}, bool kLong = false>\nint prepare_sm90() {{")
+    kernel_args = "D, kTma, kSolo" if k.wg_solo_decode else "D, kTma"
+    text = _swap(text, f"cudaFuncSetAttribute(attn_fwd_sm90<{kernel_args}>,",
+                 f"cudaFuncSetAttribute(attn_fwd_sm90<{kernel_args}, kLong>,")
+    text = _swap(text, "if (tma) {\n    attn_fwd_sm90<D, true><<<",
+                 "if (tma && long_call<D>(a, s)) {  // wg_p_long_blocks: P's second register set\n"
+                 "    if constexpr (D >= 128) {\n"
+                 f"      const int le = prepare_sm90<D, true, {solo}true>();\n"
+                 "      if (le != cudaSuccess) return le;\n"
+                 f"      attn_fwd_sm90<D, true, {solo}true><<<grid, Sm90Cfg<D>::kThreads, Sm90Cfg<D>::kSmem, "
+                 "stream>>>(*a, s, maps);\n"
+                 "    }\n"
+                 "  } else if (tma) {\n    attn_fwd_sm90<D, true><<<")
+    return _swap(text, "template <int D>\nSched plan_sm90(", _P_LONG_HOST + "template <int D>\nSched plan_sm90(")
+
+
 # wg_decode=wgmma: the Hopper kernel takes every call, decode shapes included; the mma.sync kernels
 # stay in the file, unused (a call no tensor map describes takes the Hopper kernel's cp.async build).
 _DECODE_USE = (
@@ -2072,6 +2132,8 @@ def render(knobs: Knobs) -> str:
             text = _with_l2_hint(text, knobs.wg_l2_hint)
         if knobs.wg_solo_decode:
             text = _with_solo(text, knobs)
+        if knobs.wg_p_long_blocks:
+            text = _with_p_long(text, knobs)
     if knobs.split_combine in ("parallel", "wide", "burst"):
         text = _with_parallel_combine(text)
     if knobs.split_combine == "wide":

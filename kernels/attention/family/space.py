@@ -134,6 +134,10 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
                                                  # in one register set, packed once P V of block j - 1
                                                  # is done, or in two (the loop unrolled by two), packed
                                                  # beside the exponentials (d128, d256)
+        "wg_p_long_blocks": (0, 32, 64, 128),    # mma=wgmma, wg_p_buffers=2: 0 = every call on the two
+                                                 # sets; N = only calls of at least N key blocks per SM
+                                                 # (~N x 1.6 us at d128), on their own instantiation; the
+                                                 # rest on the one-set kernel (short calls lost ~2 us)
         "q_fragments": ("smem", "registers"),    # Q A-fragments re-read by ldmatrix, or kept in registers
         "softmax_exp": ("exp2_folded", "expf"),  # ex2.approx with scale*log2e folded into one FFMA, or expf
         "rescale": ("always", "lazy"),           # rescale O on every new max, or only past 2^8 growth
@@ -188,7 +192,8 @@ HOPPER_KNOBS = ("wg_block_n_d64", "wg_block_n_d128", "wg_block_n_d256", "wg_cons
                 "wg_overlap", "wg_pingpong", "wg_load", "wg_q_stages", "wg_wide_d64", "wg_l2_sections",
                 "wg_scheduler", "wg_split_rule", "wg_split_cost", "wg_epilogue", "wg_desc", "wg_decode",
                 "wg_tile_decode", "wg_epilogue_one_q", "wg_kv_order", "wg_l2_hint", "wg_idle_rows", "wg_combine_pdl",
-                "wg_v_release", "wg_k_wait", "wg_p_buffers", "wg_v_ring", "wg_solo_decode")
+                "wg_v_release", "wg_k_wait", "wg_p_buffers", "wg_v_ring", "wg_solo_decode",
+                "wg_p_long_blocks")
 KNOB_LAYER = {knob: layer for layer, knobs in KNOB_SPACE.items() for knob in knobs}
 # Knobs a rendered file records only when they differ from their defaults (each was added after
 # files existed whose bytes their measured reports hash; Knobs.recorded).
@@ -197,7 +202,8 @@ RECORDED_WHEN_SET = ("decode_kv_warps", "split_combine", "wg_load", "wg_q_stages
                      "wg_desc", "wg_decode", "wg_tile_decode", "wg_epilogue_one_q", "wg_kv_order",
                      "wg_full_order", "wg_cluster", "wg_kv_fence", "wg_kv_wait", "wg_stages_d64",
                      "wg_stages_d128", "wg_l2_hint", "wg_idle_rows", "wg_combine_pdl",
-                     "wg_v_release", "wg_k_wait", "wg_p_buffers", "wg_v_ring", "wg_solo_decode")
+                     "wg_v_release", "wg_k_wait", "wg_p_buffers", "wg_v_ring", "wg_solo_decode",
+                     "wg_p_long_blocks")
 
 
 class KnobError(ValueError):
@@ -268,6 +274,7 @@ class Knobs:
     wg_p_buffers: int = 1
     wg_v_ring: str = "same"
     wg_solo_decode: bool = False
+    wg_p_long_blocks: int = 0
 
     # -- views -----------------------------------------------------------------------------
 
@@ -409,7 +416,8 @@ class Knobs:
                       + ("-kwait" if self.wg_k_wait == "before_turn" else "")
                       + ("-p2" if self.wg_p_buffers == 2 else "")
                       + ("-vdeep" if self.wg_v_ring == "deeper" else "")
-                      + ("-solo" if self.wg_solo_decode else "")]
+                      + ("-solo" if self.wg_solo_decode else "")
+                      + (f"-plong{self.wg_p_long_blocks}" if self.wg_p_long_blocks else "")]
         return "_".join(parts)
 
     # -- validation ------------------------------------------------------------------------
@@ -523,6 +531,12 @@ class Knobs:
             raise KnobError(
                 f"wg_p_buffers={self.wg_p_buffers} rewrites the overlapped loop: it is written for "
                 "wg_v_release=after_softmax and wg_k_wait=in_turn (both measured as no gain, stop 33)"
+            )
+        if self.wg_p_long_blocks and (self.wg_p_buffers != 2 or self.wg_cluster != 1):
+            raise KnobError(
+                f"wg_p_long_blocks={self.wg_p_long_blocks} sends only long calls to the two-register-set "
+                "kernel: it needs wg_p_buffers=2 (with one set there is nothing to choose between) and is "
+                "written for wg_cluster=1 (the cluster kernel has its own template arguments)"
             )
         if self.wg_v_ring != "same" and (self.wg_load != "tma" or self.wg_kv_order != "k_ahead"
                                          or self.wg_cluster != 1 or self.wg_idle_rows != "compute"):
@@ -768,6 +782,7 @@ def covering_sample() -> list[Knobs]:
                             {"mma": "wgmma", "wg_split_rule": "balanced"},
                             {"mma": "wgmma", "wg_load": "tma", "wg_kv_order": "k_ahead"},
                             {"mma": "wgmma", "wg_load": "tma", "wg_decode": "wgmma"},
+                            {"mma": "wgmma", "wg_load": "tma", "wg_p_buffers": 2},
                             {"smem_layout": "pad"}, {"stages": 2},
                             {"stages": 1}, {"tile_d256": "64x32x4"}, {"tile_d256": "64x32x4", "stages": 2},
                             {"q_fragments": "smem"}):
