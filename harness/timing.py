@@ -182,15 +182,15 @@ def wall_clock_against_control(
 ) -> tuple[float, float]:
     """Synchronized host time per call of fn and of the device's null call, alternating (each
     fn call right after a control): (fn's ms, the control's ms)."""
-    total = control = 0.0
+    call_ms = control_ms = 0.0
     for r in range(reps):
         device.synchronize()
         t0 = time.perf_counter()
         device.null_call()
         device.synchronize()
-        control += time.perf_counter() - t0
-        total += wall_clock_per_call(device, fn, n_sets, 1, before, first=r) * 1e-3
-    return total * 1e3 / max(1, reps), control * 1e3 / max(1, reps)
+        control_ms += (time.perf_counter() - t0) * 1e3
+        call_ms += wall_clock_per_call(device, fn, n_sets, 1, before, first=r)
+    return call_ms / max(1, reps), control_ms / max(1, reps)
 
 
 def wall_clock_per_call(
