@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 18's device call for small knob effects, read against their spread (stop 27). The gallery
-# kernel's setting (GALLERY, default wgmma-tma-m) with BASE changes (key=value,..., default none)
+# kernel's setting (GALLERY, default wgmma-tma-n) with BASE changes (key=value,..., default none)
 # is the baseline B; N is a copy of B (the null arm: what "no change" measures); each NAME=CHANGES
 # is an arm. All strict builds (a call no tensor map describes fails instead of falling back).
 #   1. B against itself with cuDNN, FA2 and FA3 timed live over the scenarios FILTER selects
@@ -21,7 +21,7 @@ shift $(( $# < 2 ? $# : 2 ))
 SPECS=("$@")
 ARMS="N"; for s in "${SPECS[@]}"; do ARMS="$ARMS ${s%%=*}"; done
 BASE=${BASE:-}
-render_strict $K "${GALLERY:-wgmma-tma-m}" "B=$BASE" "N=$BASE" \
+render_strict $K "${GALLERY:-wgmma-tma-n}" "B=$BASE" "N=$BASE" \
   $(for s in "${SPECS[@]}"; do n=${s%%=*}; c=${s#*=}; printf '%s ' "$n=${BASE:+$BASE,}$c"; done) || exit 1
 precompile_all $K B $ARMS
 FILT=(); [ -n "${FILTER:-}" ] && FILT=(--filter "$FILTER")

@@ -328,7 +328,7 @@ def test_tma_kernel_compiles_without_spills(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["wgmma-tma-a", "wgmma-tma-b", "wgmma-tma-c", "wgmma-tma-d", "wgmma-tma-e",
                                   "wgmma-tma-f", "wgmma-tma-g", "wgmma-tma-h",
                                   "wgmma-tma-i", "wgmma-tma-j", "wgmma-tma-k", "wgmma-tma-l",
-                                  "wgmma-tma-m"])
+                                  "wgmma-tma-m", "wgmma-tma-n"])
 def test_tma_gallery_reports_were_measured_on_the_strict_build_of_the_gallery_file(name: str) -> None:
     import hashlib
 
@@ -1283,6 +1283,41 @@ def test_wg_l2_hint_puts_an_eviction_policy_on_every_copy_engine_load() -> None:
     assert '"l"(l2_policy_evict_first())' in q_helper and "[%7], %8;" in q_helper
     mc = both.split("void tma_load_4d_mc(")[1].split("\n}\n")[0]
     assert ".multicast::cluster.L2::cache_hint" in mc.replace('"\n      "', "") and "[%6], %7, %8;" in mc
+
+
+# -- wg_l2_promotion: the tensor maps' L2 promotion (stop 39) ------------------------------------
+
+
+def test_wg_l2_promotion_sets_the_promotion_of_every_tensor_map_the_host_encodes() -> None:
+    assert KNOB_LAYER["wg_l2_promotion"] == "memory" and KNOB_SPACE["memory"]["wg_l2_promotion"] == (256, 128, 0)
+    with pytest.raises(KnobError, match="wg_l2_promotion"):
+        parse_knobs("wg_l2_promotion=128")  # a Hopper knob
+    with pytest.raises(KnobError, match=r"wg_l2_promotion=128 .* it needs wg_load=tma"):
+        parse_knobs("mma=wgmma,wg_l2_promotion=128")  # the cp.async producer has no tensor map
+    gallery = ROOT / "kernels" / "attention" / "gallery"
+    m = parse_knobs(str(gallery / "wgmma-tma-m.knobs.json"))
+    assert "wg_l2_promotion" not in m.recorded() and m.wg_l2_promotion == 256  # every earlier file's bytes
+    base = render(m)
+    encoder = base.split("  auto encode = [&](CUtensorMap* map,")[1].split("\n  };\n")[0]
+    assert "CU_TENSOR_MAP_L2_PROMOTION_L2_256B," in encoder and base.count("CU_TENSOR_MAP_L2_PROMOTION") == 1
+    for value, enum in ((128, "CU_TENSOR_MAP_L2_PROMOTION_L2_128B"), (0, "CU_TENSOR_MAP_L2_PROMOTION_NONE")):
+        k = m.replace(wg_l2_promotion=value).validate()
+        assert k.slug().endswith(f"-prom{value}") and k.recorded()["wg_l2_promotion"] == value
+        src = render(k)
+        assert not [str(f) for f in check_source(src) if f.blocking]
+        # one encoder for Q, K, V and O: its one promotion changes, nothing else in the file
+        assert f"CU_TENSOR_MAP_SWIZZLE_128B, {enum},  // wg_l2_promotion\n" in src
+        assert src.count("CU_TENSOR_MAP_L2_PROMOTION") == 1
+        for name in ("q", "k", "v", "o"):
+            assert f"encode(&m->{name}, a->{name}, " in src
+        changed = set(src.splitlines()) ^ set(base.splitlines())
+        assert {line.strip() for line in changed} == {
+            f'//    "wg_l2_promotion": {value}', '//    "wg_p_long_blocks": 64,', '//    "wg_p_long_blocks": 64',
+            "CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,",
+            f"CU_TENSOR_MAP_SWIZZLE_128B, {enum},  // wg_l2_promotion"}
+    # the gallery's wgmma-tma-n is wgmma-tma-m with 128
+    n = parse_knobs(str(gallery / "wgmma-tma-n.knobs.json"))
+    assert n == m.replace(wg_l2_promotion=128) and render(n) == (gallery / "wgmma-tma-n.cu").read_text()
 
 
 # -- wg_idle_rows=skip: a consumer warpgroup without rows only takes its turns (stop 32) ----------

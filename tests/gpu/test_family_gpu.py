@@ -157,6 +157,11 @@ LEADER_K = LEADER_J + ",split_combine=burst"
     # blocks per SM or more (wg_p_long_blocks): the long prefill, chunked and GQA calls of the
     # subset take it, the short ragged, decode and small GQA calls the one-set kernel
     pytest.param(LEADER_K + ",wg_solo_decode=true,wg_p_buffers=2,wg_p_long_blocks=32", id="leader-l-p-long"),
+    # and with the tensor maps' L2 promotion at 128 bytes and off (wg_l2_promotion; the gallery's
+    # wgmma-tma-n has 128)
+    pytest.param(LEADER_K + ",wg_solo_decode=true,wg_p_buffers=2,wg_p_long_blocks=32,wg_l2_promotion=128",
+                 id="leader-n-promotion-128"),
+    pytest.param(LEADER_K + ",wg_solo_decode=true,wg_l2_promotion=0", id="leader-k-promotion-off"),
 ])
 def test_tma_family_kernels_pass_a_subset_without_the_cp_async_fallback(spec: str, tmp_path: Path) -> None:
     # The check build: a call whose tensor maps cannot be encoded fails instead of silently

@@ -121,6 +121,8 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
                                                  # consumers wait for block j - 1's P V and release its
                                                  # V stage after block j's softmax, after its rows'
                                                  # maxima, or before it
+        "wg_l2_promotion": (256, 128, 0),         # mma=wgmma, wg_load=tma: the tensor maps' L2 promotion
+                                                 # (bytes L2 fetches for a copy's 128-byte request; 0 none)
         "wg_l2_hint": ("none", "kv_last", "kv_last_q_first"),  # mma=wgmma, wg_load=tma: the copy engine's
                                                  # loads carry no L2 policy, or K/V's ask L2 to evict them
                                                  # last (every query tile of a head rereads them), and Q's
@@ -193,7 +195,7 @@ HOPPER_KNOBS = ("wg_block_n_d64", "wg_block_n_d128", "wg_block_n_d256", "wg_cons
                 "wg_scheduler", "wg_split_rule", "wg_split_cost", "wg_epilogue", "wg_desc", "wg_decode",
                 "wg_tile_decode", "wg_epilogue_one_q", "wg_kv_order", "wg_l2_hint", "wg_idle_rows", "wg_combine_pdl",
                 "wg_v_release", "wg_k_wait", "wg_p_buffers", "wg_v_ring", "wg_solo_decode",
-                "wg_p_long_blocks")
+                "wg_p_long_blocks", "wg_l2_promotion")
 KNOB_LAYER = {knob: layer for layer, knobs in KNOB_SPACE.items() for knob in knobs}
 # Knobs a rendered file records only when they differ from their defaults (each was added after
 # files existed whose bytes their measured reports hash; Knobs.recorded).
@@ -203,7 +205,7 @@ RECORDED_WHEN_SET = ("decode_kv_warps", "split_combine", "wg_load", "wg_q_stages
                      "wg_full_order", "wg_cluster", "wg_kv_fence", "wg_kv_wait", "wg_stages_d64",
                      "wg_stages_d128", "wg_l2_hint", "wg_idle_rows", "wg_combine_pdl",
                      "wg_v_release", "wg_k_wait", "wg_p_buffers", "wg_v_ring", "wg_solo_decode",
-                     "wg_p_long_blocks")
+                     "wg_p_long_blocks", "wg_l2_promotion")
 
 
 class KnobError(ValueError):
@@ -275,6 +277,7 @@ class Knobs:
     wg_v_ring: str = "same"
     wg_solo_decode: bool = False
     wg_p_long_blocks: int = 0
+    wg_l2_promotion: int = 256
 
     # -- views -----------------------------------------------------------------------------
 
@@ -417,7 +420,8 @@ class Knobs:
                       + ("-p2" if self.wg_p_buffers == 2 else "")
                       + ("-vdeep" if self.wg_v_ring == "deeper" else "")
                       + ("-solo" if self.wg_solo_decode else "")
-                      + (f"-plong{self.wg_p_long_blocks}" if self.wg_p_long_blocks else "")]
+                      + (f"-plong{self.wg_p_long_blocks}" if self.wg_p_long_blocks else "")
+                      + (f"-prom{self.wg_l2_promotion}" if self.wg_l2_promotion != 256 else "")]
         return "_".join(parts)
 
     # -- validation ------------------------------------------------------------------------
@@ -563,6 +567,11 @@ class Knobs:
             raise KnobError(
                 "wg_combine_pdl=True launches the split-KV combine kernel as a programmatic dependent: "
                 "it needs split_kv (with split_kv=off there is no combine kernel)"
+            )
+        if self.wg_l2_promotion != 256 and self.wg_load != "tma":
+            raise KnobError(
+                f"wg_l2_promotion={self.wg_l2_promotion} sets the L2 promotion of the copy engine's tensor maps: "
+                "it needs wg_load=tma (the cp.async producer has no tensor map)"
             )
         if self.wg_l2_hint != "none" and self.wg_load != "tma":
             raise KnobError(
