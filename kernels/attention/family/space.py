@@ -121,7 +121,7 @@ KNOB_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
                                                  # consumers wait for block j - 1's P V and release its
                                                  # V stage after block j's softmax, after its rows'
                                                  # maxima, or before it
-        "wg_l2_promotion": (256, 128, 0),         # mma=wgmma, wg_load=tma: the tensor maps' L2 promotion
+        "wg_l2_promotion": (256, 128, 0),        # mma=wgmma, wg_load=tma: the tensor maps' L2 promotion
                                                  # (bytes L2 fetches for a copy's 128-byte request; 0 none)
         "wg_l2_hint": ("none", "kv_last", "kv_last_q_first"),  # mma=wgmma, wg_load=tma: the copy engine's
                                                  # loads carry no L2 policy, or K/V's ask L2 to evict them
