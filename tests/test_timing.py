@@ -7,6 +7,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import pytest
+
+import harness.timing
 from harness.device import CpuDevice
 from harness.report import BLOCKING_FLAG_PREFIXES
 from harness.timing import TimingSettings, lead_ms, time_interleaved
@@ -69,12 +72,37 @@ def test_the_lead_is_capped_and_has_a_floor() -> None:
     assert lead_ms(10.0, s) == s.max_lead_ms
 
 
-class FixedTimerDevice(CpuDevice):
-    """A device whose timer reads 0.01 ms per call: what the launches do beside the timed call
-    (a sleep) shows in the wall clock only, as work hidden from the timed stream would."""
+class FakeClock:
+    """The host clock `harness.timing` reads in the wall-clock tests: it moves only by the sleeps
+    the test's device and candidate ask for, so a loaded machine cannot move a measurement (with
+    real sleeps, a 1.6 ms synchronization took 2-5 ms now and then on a busy two-core machine, and
+    one such call among the six re-measured ones flagged an honest call)."""
 
     def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(harness.timing, "time", fake)
+    return fake
+
+
+class FixedTimerDevice(CpuDevice):
+    """A device whose timer reads 0.01 ms per call: what the launches do beside the timed call
+    (a sleep on the fake clock) shows in the wall clock only, as work hidden from the timed
+    stream would."""
+
+    def __init__(self, clock: FakeClock) -> None:
         super().__init__()
+        self.clock = clock
         self.timing = False
 
     def time_call(self, fn: Callable[[], None]) -> Callable[[], float]:
@@ -90,77 +118,77 @@ class SlowHostDevice(FixedTimerDevice):
     """A host slow at every synchronization (sync_ms each), the candidate's and a null call's
     alike: what the wall clock of an honest call read in a process that was slow all along."""
 
-    def __init__(self, sync_ms: float) -> None:
-        super().__init__()
+    def __init__(self, clock: FakeClock, sync_ms: float) -> None:
+        super().__init__(clock)
         self.sync_ms = sync_ms
         self.null_calls = 0
 
     def synchronize(self) -> None:
-        time.sleep(self.sync_ms / 1e3)
+        self.clock.sleep(self.sync_ms / 1e3)
 
     def null_call(self) -> None:
         self.null_calls += 1
 
 
-def _wall_flags(sleeps_ms: Callable[[int], float], sync_ms: float = 0.0) -> tuple[list[str], float]:
+def _wall_flags(clock: FakeClock, sleeps_ms: Callable[[int], float],
+                sync_ms: float = 0.0) -> tuple[list[str], float]:
     """The candidate's flags and wall time when its n-th wall-clock call sleeps sleeps_ms(n)
-    (and every synchronization of the host sync_ms)."""
-    dev = SlowHostDevice(sync_ms) if sync_ms else FixedTimerDevice()
+    (and every synchronization of the host sync_ms), on the fake clock."""
+    dev = SlowHostDevice(clock, sync_ms) if sync_ms else FixedTimerDevice(clock)
     untimed = [0]
 
     def candidate(i: int) -> None:
         if not dev.timing:
-            time.sleep(sleeps_ms(untimed[0]) / 1e3)
+            clock.sleep(sleeps_ms(untimed[0]) / 1e3)
             untimed[0] += 1
 
     # No warm-up calls: every untimed call is one of the wall-clock cross-check's. The slack is
-    # 1 ms, not the default 0.1 ms: a call that does nothing took 0.17 ms of wall clock on a loaded
-    # two-core CI machine, and the sleeps below are sized against this slack.
+    # 1 ms, not the default 0.1 ms; the sleeps below are sized against it.
     settings = TimingSettings(min_reps=3, min_reps_slow=3, max_reps=3, wall_reps=3, warmup=0,
                               wall_slack_ms=1.0)
     t = time_interleaved(dev, {"candidate": candidate}, 1, settings)["candidate"]
     return t.flags, t.wall_ms_per_call
 
 
-def test_one_slow_wall_clock_call_is_measured_again_and_not_flagged() -> None:
-    flags, wall = _wall_flags(lambda n: 10.0 if n == 0 else 0.0)  # the host's hiccup, once
+def test_one_slow_wall_clock_call_is_measured_again_and_not_flagged(clock: FakeClock) -> None:
+    flags, wall = _wall_flags(clock, lambda n: 10.0 if n == 0 else 0.0)  # the host's hiccup, once
     assert wall < 1.0  # the clean re-measurement is what the report keeps
     # The report says the re-measurement happened, in a note that does not block the verdict.
     assert len(flags) == 1 and flags[0].startswith("re-measured wall clock: ")
     assert not flags[0].startswith(BLOCKING_FLAG_PREFIXES)
     assert "over 3 calls, then" in flags[0] and "over 6" in flags[0]
-    assert _wall_flags(lambda n: 0.0)[0] == []  # nothing slow: nothing measured again, no note
+    assert _wall_flags(clock, lambda n: 0.0)[0] == []  # nothing slow: nothing measured again, no note
 
 
-def test_a_host_slow_at_every_synchronization_is_told_from_hidden_work_by_a_null_call() -> None:
+def test_a_host_slow_at_every_synchronization_is_told_from_hidden_work_by_a_null_call(clock: FakeClock) -> None:
     # Every synchronization costs the host 1.6 ms, over the 1 ms slack: the first measurement
     # is over the limit, the re-measurement's null calls read as slow, and nothing is flagged.
-    flags, wall = _wall_flags(lambda n: 0.0, sync_ms=1.6)
+    flags, wall = _wall_flags(clock, lambda n: 0.0, sync_ms=1.6)
     assert wall > 1.5
     assert len(flags) == 1 and flags[0].startswith("re-measured wall clock: ")
     assert "each after a launch that does nothing (1." in flags[0] and "a slow host" in flags[0]
     # Work beside every call is still flagged on that host: the null call makes room for the
     # host's slowness beyond half the slack, not for the call's own time.
-    flags, wall = _wall_flags(lambda n: 5.0, sync_ms=1.6)
+    flags, wall = _wall_flags(clock, lambda n: 5.0, sync_ms=1.6)
     assert len(flags) == 1 and flags[0].startswith("wall-clock") and "work runs outside the timed stream" in flags[0]
     assert "(a launch that does nothing: 1." in flags[0] and wall > 6.0
 
 
-def test_the_null_calls_run_only_when_the_wall_clock_is_measured_again() -> None:
-    dev = SlowHostDevice(0.0)
+def test_the_null_calls_run_only_when_the_wall_clock_is_measured_again(clock: FakeClock) -> None:
+    dev = SlowHostDevice(clock, 0.0)
     settings = TimingSettings(min_reps=3, min_reps_slow=3, max_reps=3, wall_reps=3, warmup=0, wall_slack_ms=1.0)
     time_interleaved(dev, {"candidate": lambda i: None}, 1, settings)
     assert dev.null_calls == 0  # under the limit: no second measurement, no control
-    dev = SlowHostDevice(0.0)
-    time_interleaved(dev, {"candidate": lambda i: time.sleep(0.0 if dev.timing else 0.005)}, 1, settings)
+    dev = SlowHostDevice(clock, 0.0)
+    time_interleaved(dev, {"candidate": lambda i: clock.sleep(0.0 if dev.timing else 0.005)}, 1, settings)
     assert dev.null_calls == 6  # one before each of the 6 calls measured again
 
 
-def test_work_outside_the_timed_stream_on_every_call_is_flagged() -> None:
-    flags, wall = _wall_flags(lambda n: 5.0)
+def test_work_outside_the_timed_stream_on_every_call_is_flagged(clock: FakeClock) -> None:
+    flags, wall = _wall_flags(clock, lambda n: 5.0)
     assert len(flags) == 1 and flags[0].startswith("wall-clock") and wall > 4.5
 
 
-def test_work_outside_the_timed_stream_on_every_third_call_is_flagged() -> None:
-    flags, _ = _wall_flags(lambda n: 15.0 if n % 3 == 0 else 0.0)
+def test_work_outside_the_timed_stream_on_every_third_call_is_flagged(clock: FakeClock) -> None:
+    flags, _ = _wall_flags(clock, lambda n: 15.0 if n % 3 == 0 else 0.0)
     assert len(flags) == 1 and "work runs outside the timed stream" in flags[0]
