@@ -8,6 +8,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from harness.caches import keep_bytecode
 from harness.cli import add_commands as add_harness_commands
 from kernels.attention.family.cli import add_family_commands
 
@@ -38,6 +39,7 @@ def app_command_registrars() -> list[Callable[[argparse._SubParsersAction], None
 def main(argv: list[str] | None = None) -> int:
     """Run one command. Errors a person can act on print one line and exit non-zero: 1 for a
     database that cannot be used (its SQL is not shown), 2 for bad input, 130 on Ctrl-C."""
+    keep_bytecode()  # before anything imports torch, here or in the workers started below
     args = build_parser().parse_args(argv)
     name = f"socratic {args.command}"
     try:

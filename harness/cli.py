@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from harness.caches import keep_bytecode
 from harness.report import PASS, EvaluationReport, render_table
 from harness.scenario import Scenario
 from harness.suite import SUITE_PARTS, select
@@ -300,6 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    keep_bytecode()  # before anything imports torch, here or in the workers started below
     args = build_parser().parse_args(argv)
     return int(args.func(args))
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from harness.caches import cache_root
 from harness.report import CompileInfo
 
 SHIM = Path(__file__).parent / "shim" / "socratic_shim.cu"
@@ -51,10 +52,7 @@ class CompileError(RuntimeError):
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("SOCRATIC_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "socratic"
-    )
-    return Path(root) / "kernels"
+    return cache_root() / "kernels"
 
 
 def nvcc_path() -> str | None:

@@ -50,6 +50,11 @@ class Device(ABC):
         """Enqueue the smallest kernel there is on the harness stream: the control of the
         wall-clock cross-check (what a launch and a synchronization cost the host right now)."""
 
+    def marker(self) -> Callable[[], bool]:
+        """A mark at the end of what the harness stream holds now: the function returned says
+        whether the device has got past it. Where calls run as they are made (the CPU), at once."""
+        return lambda: True
+
     def release_memory(self) -> None:  # noqa: B027 (optional hook)
         """Drop cached allocations so the next scenario gets fresh memory."""
 
@@ -155,6 +160,11 @@ class CudaDevice(Device):
 
     def null_call(self) -> None:
         torch.cuda._sleep(1)
+
+    def marker(self) -> Callable[[], bool]:
+        reached = torch.cuda.Event()
+        reached.record(self.stream)
+        return reached.query
 
     def _calibrate_spin(self) -> float:
         cycles = 1_000_000

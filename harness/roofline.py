@@ -4,10 +4,11 @@ cached, and the per-scenario floor they imply."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from harness.caches import cache_root
 
 # Measured library rates are practical, not absolute: a hand-written kernel can beat the
 # library's GEMM at some shapes. A time under floor / HEADROOM is impossible in earnest.
@@ -27,11 +28,8 @@ class Rates:
 
 
 def _cache_file(gpu: str) -> Path:
-    root = os.environ.get("SOCRATIC_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "socratic"
-    )
     slug = re.sub(r"[^A-Za-z0-9]+", "-", gpu).strip("-").lower()
-    return Path(root) / f"roofline-{slug}.json"
+    return cache_root() / f"roofline-{slug}.json"
 
 
 def measure_cuda_rates(gpu: str, use_cache: bool = True) -> Rates:

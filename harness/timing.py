@@ -65,6 +65,8 @@ class Timed:
 
 # fn(set_index) launches one call on input set `set_index`; it raises on a kernel error.
 Launch = Callable[[int], None]
+# busy(ms): whether the device is expected to stay busy for `ms` more (expected_busy).
+Busy = Callable[[float], bool]
 
 
 def reps_for(estimate_ms: float, s: TimingSettings) -> int:
@@ -83,13 +85,14 @@ def time_interleaved(
     device: Device, launches: Mapping[str, Launch], n_sets: int, settings: TimingSettings,
     before: Mapping[str, Launch] | None = None,
     cross_check: frozenset[str] = frozenset({"candidate"}),
-    meanwhile: Callable[[], None] | None = None,
+    meanwhile: Callable[[Busy], None] | None = None,
 ) -> dict[str, Timed]:
     """Median device time of each launch, interleaved, with a flushed cache before each call.
     `before[name](set)` runs before each timed call of `name`, outside the timed region.
     The wall-clock cross-check runs for the names in `cross_check` only (the candidate).
-    `meanwhile()` runs once every timed call is enqueued, before the device is waited for: host
-    work that overlaps the queued calls; what it enqueues runs after the last of them."""
+    `meanwhile(busy)` runs once every timed call is enqueued, before the device is waited for:
+    host work that overlaps the queued calls; what it enqueues runs after the last of them.
+    `busy(ms)` says whether the queued calls are expected to keep the device busy for `ms` more."""
     names = list(launches)
     before = before or {}
     # Each implementation's device hold covers its own host enqueue time: a peer's dispatch
@@ -122,6 +125,7 @@ def time_interleaved(
         prepare(name, 0)
         pending[name].append(device.time_call(lambda fn=fn: fn(0)))  # type: ignore[misc]
     device.synchronize()  # one synchronization for every implementation's first timed call
+    since = time.perf_counter()  # the device is idle here; what follows is the queue
     for name in names:
         estimates[name] = pending[name][0]()
     reps = {name: reps_for(estimates[name], settings) for name in names}
@@ -133,7 +137,8 @@ def time_interleaved(
             prepare(name, r % n_sets)
             pending[name].append(device.time_call(lambda fn=fn, r=r: fn(r % n_sets)))  # type: ignore[misc]
     if meanwhile is not None:
-        meanwhile()
+        queued_ms = sum((reps[n] - 1) * (estimates[n] + leads.get(n, 0.0)) for n in names)
+        meanwhile(expected_busy(device, since, queued_ms))
     device.synchronize()
     results: dict[str, Timed] = {}
     for name in names:
@@ -175,6 +180,17 @@ def time_interleaved(
             timed.wall_ms_per_call = again
         results[name] = timed
     return results
+
+
+def expected_busy(device: Device, since: float, queued_ms: float) -> Busy:
+    """busy(ms): whether the device, which started on `queued_ms` of work at `since` (the host's
+    perf_counter), is expected to stay busy for at least `ms` more, and has not finished it yet.
+    The work counted is the timed calls' median times and holds; their flushes and fresh inputs
+    are not, so the estimate errs short, and the marker ends it when the device is done early
+    (it outpaced the host, or the medians overstated the calls)."""
+    reached = device.marker()
+    end = since + queued_ms / 1e3
+    return lambda ms: (end - time.perf_counter()) * 1e3 >= ms and not reached()
 
 
 def wall_clock_against_control(

@@ -17,7 +17,7 @@ import os
 import time
 import traceback
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -56,7 +56,8 @@ from harness.report import (
 from harness.roofline import Rates
 from harness.scenario import Scenario
 from harness.settings import EvalSettings
-from harness.timing import time_interleaved
+from harness.stats import median
+from harness.timing import Busy, time_interleaved
 
 # CUDA errors after which the context is unusable: the process must end.
 STICKY_CUDA_ERRORS = frozenset({700, 702, 714, 715, 716, 717, 718, 719, 999})
@@ -145,9 +146,15 @@ class PeerPlans:
         self.device = device
         self.settings = settings
         self._done: set[str] = set()
+        self._ms: list[float] = []  # host time of each build that called a peer
 
     def built(self, s: Scenario) -> bool:
         return s.name in self._done
+
+    def typical_ms(self) -> float:
+        """The median host time of the builds so far (50 ms before the first: ~44 ms on the
+        H200 once the driver's cache holds cuDNN's compiled kernels, ~150 ms before)."""
+        return median(self._ms) if self._ms else 50.0
 
     def __len__(self) -> int:
         return len(self._done)
@@ -158,6 +165,7 @@ class PeerPlans:
         False, with nothing kept, when the inputs do not fit beside what the device holds."""
         if not peers:
             return True
+        started = time.perf_counter()
         dev = self.device.torch_device
         for trial in range(min(2, self.settings.trials)):
             if trial and all(getattr(p, "plans_per_shape", False) for p in peers.values()):
@@ -182,6 +190,7 @@ class PeerPlans:
                     continue
             del inputs, bufs
         self._done.add(s.name)
+        self._ms.append((time.perf_counter() - started) * 1e3)
         return True
 
 
@@ -207,9 +216,9 @@ class ScenarioEvaluator:
         self.peer_cache = peer_cache
         self.baseline_cache = baseline_cache
         self._baseline_timed: tuple[float, float, int] | None = None  # median, spread, reps
-        # The scenario evaluated after the current one (run_worker sets it): peers that build a
-        # plan per shape and layout (cuDNN) get theirs while the current timing loop drains.
-        self.upcoming: Scenario | None = None
+        # The scenarios evaluated after the current one, in order (run_worker sets them): peers
+        # that build a plan per shape and layout (cuDNN) get theirs while a timing loop drains.
+        self.upcoming: Sequence[Scenario] = ()
         self.plans = plans if plans is not None else PeerPlans(problem, device, settings)
         self._l2_floor = 0  # persisting-L2 limit a reset leaves (see reset_persisting_l2)
         self._profiled_win = False
@@ -406,17 +415,25 @@ class ScenarioEvaluator:
                 found[pname] = hit
         return found
 
-    def _prepare_upcoming_peers(self) -> None:
-        """The next scenario's plans (PeerPlans), built while the device still runs the current
-        scenario's queued timed calls: their work is enqueued after the last of them, so no
-        timed call sees it, and the next scenario's own peer calls find the plans built. Nothing
-        when a warm-up already built them (warm_up, before the job)."""
-        s = self.upcoming
-        if s is None or not self.settings.measure or self.plans.built(s):
+    def _prepare_upcoming_peers(self, busy: Busy = lambda ms: False) -> None:
+        """Plans (PeerPlans) built while the device still runs the current scenario's queued
+        timed calls: their work is enqueued after the last of them, so no timed call sees it.
+        The next scenario's always (its own peer calls would build them at once otherwise); then
+        those of later scenarios still without plans, in order, for as long as the queue is
+        expected to keep the device busy for longer than a plan takes to build (`busy`): a long
+        scenario's queue hides the plans of short ones, whose own queues hide little. Nothing for
+        scenarios a warm-up already built (warm_up, before the job)."""
+        if not self.settings.measure:
             return
-        wanted = {k: v for k, v in self._wanted_peers(s).items() if getattr(v, "plans_per_shape", False)}
-        cached = self._cached_peers(s, wanted)
-        self.plans.build(s, {k: v for k, v in wanted.items() if k not in cached})
+        for i, s in enumerate(self.upcoming):
+            if self.plans.built(s):
+                continue
+            if i > 0 and not busy(self.plans.typical_ms()):
+                return
+            wanted = {k: v for k, v in self._wanted_peers(s).items() if getattr(v, "plans_per_shape", False)}
+            cached = self._cached_peers(s, wanted)
+            if not self.plans.build(s, {k: v for k, v in wanted.items() if k not in cached}):
+                return  # it does not fit beside the current scenario: its own turn builds it
 
     def _peer_buffers(self, s: Scenario, peer: Callable[[Any], torch.Tensor], bufs: Any) -> Any:
         """What `peer` runs on: a peer that builds a plan per layout gets the buffers in one
@@ -930,7 +947,7 @@ def run_worker(job_dict: dict[str, Any], start: int, conn: Any, spare: bool = Fa
     conn.send(("ready", info))
     for idx in range(start, len(job.scenarios)):
         s = job.scenarios[idx]
-        evaluator.upcoming = job.scenarios[idx + 1] if idx + 1 < len(job.scenarios) else None
+        evaluator.upcoming = job.scenarios[idx + 1:]
         conn.send(("start", idx))
         try:
             result = evaluator.evaluate(s)

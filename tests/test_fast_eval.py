@@ -329,7 +329,7 @@ def test_meanwhile_runs_once_every_timed_call_is_enqueued_and_before_the_wait() 
     dev = Recorder(log)
     launches = {name: (lambda i, name=name: log.append(f"call {name}")) for name in ("a", "b")}
     time_interleaved(dev, launches, 2, FAST, cross_check=frozenset(),
-                     meanwhile=lambda: log.append("meanwhile"))
+                     meanwhile=lambda busy: log.append("meanwhile"))
     at = log.index("meanwhile")
     assert log.count("meanwhile") == 1
     assert log[at + 1] == "sync" and not any(e.startswith("call") for e in log[at:])
@@ -375,7 +375,7 @@ def test_the_next_scenarios_plan_peers_are_called_after_the_timed_calls_on_other
     settings = EvalSettings(device="cpu", peers=("planned", "plain"), timing=FAST)
     candidate = problem.load_kernel(KernelSpec("correct", "python", "tests.cpu_kernels:correct"))
     ev = WithPeers(problem, Recorder(log), candidate, None, settings, None)
-    ev.upcoming = upcoming
+    ev.upcoming = [upcoming]
     assert ev.evaluate(current).status == PASS
     ahead = [i for i, e in enumerate(log) if e.endswith(("next contiguous", "next strided"))]
     # Only the peer that builds plans, once (it runs every input set in one layout), after the
@@ -391,14 +391,66 @@ def test_the_next_scenarios_plan_peers_are_called_after_the_timed_calls_on_other
         assert not any(torch.equal(a, b) for a, b in zip(got, real, strict=True))
     # Nothing ahead for the last scenario, or without timing.
     log.clear()
-    ev.upcoming = None
+    ev.upcoming = ()
     assert ev.evaluate(current).status == PASS
     assert not any("next" in e for e in log)
     quiet = WithPeers(problem, Recorder(log), candidate, None, replace(settings, measure=False), None)
-    quiet.upcoming = upcoming
+    quiet.upcoming = [upcoming]
     assert quiet.evaluate(current).status == PASS
     assert not any("next" in e for e in log)
 
+
+
+def test_a_long_queue_builds_the_plans_of_later_scenarios_for_as_long_as_it_lasts() -> None:
+    """The next scenario's plans always; then, in order, those of later scenarios still without
+    plans, each only while the queued calls are expected to outlast a build (a long scenario's
+    queue hides the plans of the short ones after it); a scenario whose plans exist is skipped."""
+    log: list[str] = []
+    later = [Scenario(f"s{i}", "x", 1, 20 + i, 90, 4, 1, 32, causal=True) for i in range(5)]
+    ev = _planned_only(AttentionForward(), log)
+    ev.plans.build(later[2], {"planned": NamedPeer(log, "planned", later[2], True)})  # a warm-up's
+    log.clear()
+    asked: list[float] = []
+
+    def busy_for_two(ms: float) -> bool:  # the queue outlasts two more builds, then not
+        asked.append(ms)
+        return len(asked) <= 2
+
+    ev.upcoming = later
+    ev._prepare_upcoming_peers(busy_for_two)
+    assert log == ["planned s0 contiguous", "planned s1 contiguous", "planned s3 contiguous"]
+    assert [ev.plans.built(s) for s in later] == [True, True, True, True, False]
+    # each question names the typical build's host time so far (a median of real builds)
+    assert len(asked) == 3 and all(0 < ms < 5_000 for ms in asked)
+    # Without a queue to hide them, only the next scenario's plans are built, if missing.
+    log.clear()
+    ev.upcoming = later[3:]
+    ev._prepare_upcoming_peers(lambda ms: False)
+    assert log == []
+    ev.upcoming = later[4:]
+    ev._prepare_upcoming_peers(lambda ms: False)
+    assert log == ["planned s4 contiguous"]
+
+
+class HugeDoesNotFit(AttentionForward):
+    """A problem whose inputs for the scenario named "huge" do not fit beside what the device
+    holds (a large decode shape on a small GPU)."""
+
+    def make_inputs(self, s: Scenario, seed: int, device: torch.device) -> list[torch.Tensor]:
+        if s.name == "huge":
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 9.00 GiB")
+        return super().make_inputs(s, seed, device)
+
+
+def test_plans_ahead_stop_at_the_first_scenario_that_does_not_fit() -> None:
+    log: list[str] = []
+    later = [Scenario(name, "x", 1, 20, 90, 4, 1, 32, causal=True) for name in ("a", "huge", "b")]
+
+    ev = _planned_only(HugeDoesNotFit(), log)
+    ev.upcoming = later
+    ev._prepare_upcoming_peers(lambda ms: True)
+    assert log == ["planned a contiguous"]  # "b" waits: "huge" gets its own turn first
+    assert [ev.plans.built(s) for s in later] == [True, False, False]
 
 
 def test_a_peer_that_plans_per_layout_runs_every_set_contiguous_on_the_candidates_contents() -> None:
@@ -481,14 +533,8 @@ def test_the_next_scenario_too_large_for_the_device_does_not_fail_the_current_on
     log: list[str] = []
     current, upcoming = GQA, Scenario("huge", "x", 1, 20, 90, 4, 1, 32, causal=True)
 
-    class Tight(AttentionForward):
-        def make_inputs(self, s: Scenario, seed: int, device: torch.device) -> list[torch.Tensor]:
-            if s.name == "huge":
-                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 9.00 GiB")
-            return super().make_inputs(s, seed, device)
-
-    ev = _planned_only(Tight(), log)
-    ev.upcoming = upcoming
+    ev = _planned_only(HugeDoesNotFit(), log)
+    ev.upcoming = [upcoming]
     r = ev.evaluate(current)
     assert r.status == PASS, r.reason
     assert r.peers["planned"].status == "ok"
@@ -566,11 +612,11 @@ def test_the_evaluation_does_not_build_again_what_the_warm_up_built(monkeypatch:
             return {"planned": NamedPeer(log, "planned", s, True)}
 
     ev = WithPeers(problem, Recorder(log), candidate, None, settings, None, plans=prepared.plans)
-    ev.upcoming = later
+    ev.upcoming = [later]
     assert ev.evaluate(GQA).status == PASS
     assert not any("later" in e for e in log)  # its plans exist: nothing ahead
     fresh = WithPeers(problem, Recorder(log), candidate, None, settings, None)
-    fresh.upcoming = later
+    fresh.upcoming = [later]
     assert fresh.evaluate(GQA).status == PASS
     assert [e for e in log if "later" in e] == ["planned later contiguous"]
 

@@ -192,3 +192,43 @@ def test_work_outside_the_timed_stream_on_every_call_is_flagged(clock: FakeClock
 def test_work_outside_the_timed_stream_on_every_third_call_is_flagged(clock: FakeClock) -> None:
     flags, _ = _wall_flags(clock, lambda n: 15.0 if n % 3 == 0 else 0.0)
     assert len(flags) == 1 and "work runs outside the timed stream" in flags[0]
+
+
+class MarkedDevice(CpuDevice):
+    """A device whose marker is reached when the test says so."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.done = False
+
+    def marker(self) -> Callable[[], bool]:
+        return lambda: self.done
+
+
+def test_busy_says_whether_the_queue_outlasts_a_given_time_until_the_device_is_done(clock: FakeClock) -> None:
+    dev = MarkedDevice()
+    busy = harness.timing.expected_busy(dev, since=0.0, queued_ms=200.0)  # 200 ms queued at t=0
+    clock.now = 0.030
+    assert busy(50.0) and busy(169.0) and not busy(171.0)
+    clock.now = 0.160
+    assert not busy(50.0) and busy(39.0)
+    dev.done = True  # the device outpaced the estimate: nothing is left to hide behind
+    assert not busy(1.0)
+
+
+def test_the_meanwhile_hook_is_told_the_queue_the_timed_calls_hold(clock: FakeClock) -> None:
+    """queued = every call after the first of each implementation, at its first call's time
+    plus its hold: 0.01 ms calls, 25 of them each, held 0.02 ms (the host took no time on the
+    fake clock: the lead is its slack alone)."""
+
+    class Queued(FixedTimerDevice):
+        def marker(self) -> Callable[[], bool]:
+            return lambda: False
+
+    told: list[bool] = []
+    launches = {name: (lambda i: None) for name in ("a", "b")}
+    settings = TimingSettings(budget_ms=1.0, min_reps=25, max_reps=25, warmup=1, wall_reps=1)
+    assert lead_ms(0.0, settings) == pytest.approx(0.02)
+    time_interleaved(Queued(clock), launches, 2, settings, cross_check=frozenset(),
+                     meanwhile=lambda busy: told.extend([busy(1.43), busy(1.45)]))
+    assert told == [True, False]  # 2 x 24 x (0.01 + 0.02) ms = 1.44 ms, none of it elapsed
