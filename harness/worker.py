@@ -162,8 +162,11 @@ class PeerPlans:
     def build(self, s: Scenario, peers: dict[str, Callable[[Any], torch.Tensor]]) -> bool:
         """Call each of `peers` on every trial layout of `s` (two at most: the layouts alternate
         by trial). Best effort: a peer that refuses the shape is judged in its own scenario.
-        False, with nothing kept, when the inputs do not fit beside what the device holds."""
+        False, with nothing kept, when the inputs do not fit beside what the device holds.
+        A scenario with nothing to build (no such peer, or the peer cache answers for it) is
+        done too: the builds ahead do not ask about it again."""
         if not peers:
+            self._done.add(s.name)
             return True
         started = time.perf_counter()
         dev = self.device.torch_device

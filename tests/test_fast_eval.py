@@ -432,6 +432,27 @@ def test_a_long_queue_builds_the_plans_of_later_scenarios_for_as_long_as_it_last
     assert log == ["planned s4 contiguous"]
 
 
+def test_scenarios_with_nothing_to_build_are_asked_about_once() -> None:
+    """Where the peer cache answers for every peer (or no peer builds plans), each later
+    scenario is looked up once in an evaluation, not once per scenario before it (the cache is
+    files on disk)."""
+    log: list[str] = []
+    asked: list[str] = []
+    later = [Scenario(f"s{i}", "x", 1, 20, 90, 4, 1, 32, causal=True) for i in range(6)]
+
+    class Nothing(worker.ScenarioEvaluator):
+        def _wanted_peers(self, s: Scenario) -> dict[str, Callable[[Any], torch.Tensor]]:
+            asked.append(s.name)
+            return {}
+
+    base = _planned_only(AttentionForward(), log)
+    ev = Nothing(base.problem, base.device, base.candidate, None, base.settings, None)
+    for i in range(len(later)):
+        ev.upcoming = later[i:]
+        ev._prepare_upcoming_peers(lambda ms: True)
+    assert asked == [s.name for s in later] and not log
+
+
 class HugeDoesNotFit(AttentionForward):
     """A problem whose inputs for the scenario named "huge" do not fit beside what the device
     holds (a large decode shape on a small GPU)."""
