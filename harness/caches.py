@@ -14,6 +14,8 @@ from pathlib import Path
 # The package whose folder says whether this interpreter keeps bytecode beside the sources:
 # the largest import of every harness process (~2,100 modules with its compiler stack).
 PROBE_PACKAGE = "torch"
+# SOCRATIC_BYTECODE_CACHE values that turn the bytecode cache off (any other value leaves it on).
+OFF = frozenset({"0", "false", "no", "off"})
 
 
 def cache_root() -> Path:
@@ -28,10 +30,11 @@ def keep_bytecode(probe: str = PROBE_PACKAGE) -> Path | None:
     there, the worker's imports (fa3-fwd's first use pulls in torch._dynamo) 10-12 s, in every
     new process (docs/harness.md, "Toward 30 s: the sixth pass"). Called first by the
     command-line entry points; the environment it sets reaches the worker processes they start.
-    SOCRATIC_BYTECODE_CACHE=0 turns it off. Returns the folder, or None where it changed nothing:
-    bytecode already beside the probe package's sources (or Python free to write it there), a
-    prefix already chosen (PYTHONPYCACHEPREFIX), or turned off."""
-    if os.environ.get("SOCRATIC_BYTECODE_CACHE", "1") == "0" or sys.pycache_prefix is not None:
+    SOCRATIC_BYTECODE_CACHE=0 (or false, no, off) turns it off. Returns the folder, or None
+    where it changed nothing: bytecode already beside the probe package's sources (or Python
+    free to write it there), a prefix already chosen (PYTHONPYCACHEPREFIX), or turned off."""
+    off = os.environ.get("SOCRATIC_BYTECODE_CACHE", "1").strip().lower() in OFF
+    if off or sys.pycache_prefix is not None:
         return None
     spec = importlib.util.find_spec(probe)
     folder = Path(spec.origin).parent if spec is not None and spec.origin else None

@@ -140,7 +140,7 @@ def compile_kernel(
     with tempfile.TemporaryDirectory(dir=out_dir.parent, prefix="build-") as tmp:
         tmp_dir = Path(tmp)
         (tmp_dir / "kernel.cu").write_bytes(text)
-        shim = _shim_object(nvcc, compile_flags, include_dir, cache_dir().parent / "shim")
+        shim = _shim_object(nvcc, compile_flags, include_dir, cache_root() / "shim")
         kernel = _run_nvcc([nvcc, *compile_flags, "-c", str(tmp_dir / "kernel.cu"), "-o",
                             str(tmp_dir / "kernel.o")], tmp_dir)
         if kernel.returncode != 0:

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from harness.caches import cache_root
 from harness.correctness import check_output
 from harness.device import Device, FatalDeviceError, make_device
 from harness.integrity import (
@@ -794,9 +795,7 @@ def _baseline_cache(job: WorkerJob, info: dict[str, Any]) -> BaselineCache | Non
     if st.baseline_cache_dir:
         folder = Path(st.baseline_cache_dir)
     elif st.device == "cuda":
-        from harness.compile import cache_dir
-
-        folder = cache_dir().parent / "baseline-times"
+        folder = cache_root() / "baseline-times"
     else:
         return None
     try:

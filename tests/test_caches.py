@@ -59,9 +59,11 @@ def test_modules_are_compiled_once_into_the_cache_folder_and_children_use_it(tmp
     assert not list((tmp_path / "site").rglob("*.pyc"))
 
 
-@pytest.mark.parametrize("case", ["turned off", "bytecode beside the sources", "a prefix already chosen"])
+@pytest.mark.parametrize("case", ["turned off", "turned off in words", "bytecode beside the sources",
+                                  "a prefix already chosen"])
 def test_nothing_changes_where_python_already_keeps_bytecode_or_it_is_turned_off(tmp_path: Path, case: str) -> None:
-    env = {"turned off": {"SOCRATIC_BYTECODE_CACHE": "0"}, "bytecode beside the sources": {},
+    env = {"turned off": {"SOCRATIC_BYTECODE_CACHE": "0"}, "turned off in words": {"SOCRATIC_BYTECODE_CACHE": " Off"},
+           "bytecode beside the sources": {},
            "a prefix already chosen": {"PYTHONPYCACHEPREFIX": str(tmp_path / "theirs")}}[case]
     got = run(tmp_path, bytecode_beside=case == "bytecode beside the sources", **env)
     assert got["kept"] is None
