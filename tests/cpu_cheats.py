@@ -72,15 +72,17 @@ _REPLAY: dict[tuple[int, ...], tuple[torch.Tensor, torch.Tensor]] = {}
 def replay_transformed(b: AttentionBuffers) -> int:
     """The replay that fresh inputs must defeat: keyed on the call's buffers (whose K the old
     harness never changed), it computes once, then returns the cached answer with each (batch,
-    kv head) block rescaled by the ratio of the current V to the cached one: exact under the old
-    harness's versions (V times +-2^e), no attention computed."""
+    kv head) block rescaled by the ratio of the current V's sum over the block to the cached
+    one's: exact under the old harness's versions (V times +-2^e), no attention computed. (The
+    ratio of one element of V was 1 or 0 now and then on fresh inputs, whose bf16 values repeat:
+    the replay was then an exact one, or zeros, which the harness names otherwise.)"""
     key = (b.q.data_ptr(), b.k.data_ptr(), b.v.data_ptr(), b.o.data_ptr())
     if key not in _REPLAY:
         correct(b)
-        _REPLAY[key] = (b.o.clone(), b.v[:, 0, :, 0].float().clone())
+        _REPLAY[key] = (b.o.clone(), b.v.float().sum(dim=(1, 3)))
         return 0
     answer, v0 = _REPLAY[key]
-    now = b.v[:, 0, :, 0].float()
+    now = b.v.float().sum(dim=(1, 3))
     factor = torch.where(v0 != 0, now / v0, torch.ones_like(v0))  # [batch, kv heads]
     group = b.q.shape[2] // b.k.shape[2]
     per_head = factor.repeat_interleave(group, dim=1).view(b.o.shape[0], 1, -1, 1)
