@@ -4,6 +4,7 @@ own tests). Timers, cache flushing and health checks differ; everything else is 
 from __future__ import annotations
 
 import ctypes
+import itertools
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -49,6 +50,12 @@ class Device(ABC):
     def null_call(self) -> None:  # noqa: B027 (optional hook)
         """Enqueue the smallest kernel there is on the harness stream: the control of the
         wall-clock cross-check (what a launch and a synchronization cost the host right now)."""
+
+    def flush_floor_ms(self) -> float:
+        """A floor of the device time one flush_cache takes (half the fastest of a few, measured
+        once): harness work a timed call's hold may count as already queued (timing.Ahead).
+        0 where nothing is known."""
+        return 0.0
 
     def marker(self) -> Callable[[], bool]:
         """A mark at the end of what the harness stream holds now: the function returned says
@@ -129,6 +136,7 @@ class CudaDevice(Device):
         torch.backends.cudnn.allow_tf32 = False
         torch.set_float32_matmul_precision("highest")
         self._cycles_per_ms: float | None = None
+        self._flush_floor_ms: float | None = None
 
     @property
     def stream_handle(self) -> int:
@@ -160,6 +168,19 @@ class CudaDevice(Device):
 
     def null_call(self) -> None:
         torch.cuda._sleep(1)
+
+    def flush_floor_ms(self) -> float:
+        if self._flush_floor_ms is None:
+            events = [torch.cuda.Event(enable_timing=True) for _ in range(6)]
+            self.flush_cache()  # first use of the fill kernel
+            events[0].record(self.stream)
+            for e in events[1:]:
+                self.flush_cache()
+                e.record(self.stream)
+            events[-1].synchronize()
+            fastest = min(float(a.elapsed_time(b)) for a, b in itertools.pairwise(events))
+            self._flush_floor_ms = max(0.0, fastest / 2)
+        return self._flush_floor_ms
 
     def marker(self) -> Callable[[], bool]:
         reached = torch.cuda.Event()

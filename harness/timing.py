@@ -99,11 +99,26 @@ def time_interleaved(
     # through torch is slower than a ctypes call, and the hold is pure waiting on the device.
     leads: dict[str, float] = {}
 
-    def prepare(name: str, set_index: int) -> None:
+    # The hold is what the device may still need to keep it from reaching the start event before
+    # the call is enqueued: the harness's own work already queued ahead of it counts (Ahead).
+    ahead = Ahead(device.flush_floor_ms())
+
+    def prepare(name: str, set_index: int) -> float:
+        """Before a call: its inputs, the flush, and the hold still needed; returns the hold."""
         if name in before:
             before[name](set_index)
         device.flush_cache()
-        device.hold(leads.get(name, 0.0))
+        held = ahead.hold_for(leads.get(name, 0.0))
+        device.hold(held)
+        return held
+
+    def enqueue(name: str, set_index: int) -> float:
+        """One timed call of `name`, prepared; returns the hold it was given."""
+        fn = launches[name]
+        held = prepare(name, set_index)
+        pending[name].append(device.time_call(lambda: fn(set_index)))
+        ahead.queued(held, device.marker())
+        return held
 
     # Warm-up calls are not timed; they measure how long the host takes to enqueue a call.
     # The first timed call sets the number of repetitions.
@@ -120,24 +135,22 @@ def time_interleaved(
     device.synchronize()
     pending: dict[str, list[Callable[[], float]]] = {name: [] for name in names}
     estimates: dict[str, float] = {}
+    ahead.reset()
     for name in names:
-        fn = launches[name]
-        prepare(name, 0)
-        pending[name].append(device.time_call(lambda fn=fn: fn(0)))  # type: ignore[misc]
+        enqueue(name, 0)
     device.synchronize()  # one synchronization for every implementation's first timed call
+    ahead.reset()
     since = time.perf_counter()  # the device is idle here; what follows is the queue
     for name in names:
         estimates[name] = pending[name][0]()
     reps = {name: reps_for(estimates[name], settings) for name in names}
+    held_ms = 0.0
     for r in range(1, max(reps.values(), default=0)):
         for name in names if r % 2 == 0 else reversed(names):
-            if r >= reps[name]:
-                continue
-            fn = launches[name]
-            prepare(name, r % n_sets)
-            pending[name].append(device.time_call(lambda fn=fn, r=r: fn(r % n_sets)))  # type: ignore[misc]
+            if r < reps[name]:
+                held_ms += enqueue(name, r % n_sets)
     if meanwhile is not None:
-        queued_ms = sum((reps[n] - 1) * (estimates[n] + leads.get(n, 0.0)) for n in names)
+        queued_ms = sum((reps[n] - 1) * estimates[n] for n in names) + held_ms
         meanwhile(expected_busy(device, since, queued_ms))
     device.synchronize()
     results: dict[str, Timed] = {}
@@ -180,6 +193,47 @@ def time_interleaved(
             timed.wall_ms_per_call = again
         results[name] = timed
     return results
+
+
+class Ahead:
+    """A lower bound of the harness's own device work queued ahead of the next timed call, so
+    that its hold need only cover the rest. A timed call is held before its start event so that
+    the device does not reach that event before the call is enqueued (a gap there would be timed
+    as the call's). Where the device is still behind an earlier call's end, everything queued
+    after that end lies ahead of the next start: each later call's flush and hold, and the next
+    call's own flush. Only the harness's work counts, each at half its measured time (the
+    flush's floor, `flush_floor_ms`, and the spin it was given), never a timed call's: a
+    candidate controls how long its own calls take, and an overstated bound would let a peer's
+    host latency into the peer's time. So a deep queue (the device behind the host, as in every
+    long scenario) drops the holds, and a shallow one keeps them whole, as before."""
+
+    def __init__(self, flush_floor_ms: float) -> None:
+        self.flush_ms = max(0.0, flush_floor_ms)
+        self.reset()
+
+    def reset(self) -> None:
+        """The device has been waited for: nothing is queued."""
+        self.marks: list[Callable[[], bool]] = []
+        self.work = [0.0]  # work[i]: the harness's counted work before call i's start, summed
+        self.first = 0  # the earliest call whose end the device may not have reached
+
+    def bound_ms(self) -> float:
+        """The counted work ahead of the next call's start, once its flush is enqueued."""
+        while self.first < len(self.marks) and self.marks[self.first]():
+            self.first += 1
+        if self.first == len(self.marks):
+            return 0.0  # the device may be past every earlier call: nothing known ahead
+        return self.work[-1] - self.work[self.first + 1] + self.flush_ms
+
+    def hold_for(self, lead: float) -> float:
+        """The hold a call whose lead is `lead` still needs."""
+        return max(0.0, lead - self.bound_ms()) if lead > 0 else 0.0
+
+    def queued(self, held: float, reached: Callable[[], bool]) -> None:
+        """A call was enqueued after a flush and a hold of `held`; `reached` says when the device
+        has passed its end."""
+        self.marks.append(reached)
+        self.work.append(self.work[-1] + self.flush_ms + held / 2)
 
 
 def expected_busy(device: Device, since: float, queued_ms: float) -> Busy:

@@ -14,6 +14,7 @@ import argparse
 import json
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -111,18 +112,23 @@ def tol_units(row: dict[str, Any], key: str) -> float:
     return float(value) / max(row["tolerance"], 1e-30)
 
 
-def main() -> None:
+def rows_by_category(
+    measure_one: Callable[[AttentionForward, Scenario, int], dict[str, Any]],
+) -> dict[str, list[dict[str, Any]]]:
+    """The command line's scenarios (--filter) and trials, each measured by `measure_one` and the
+    device's cache emptied after it; the rows written to --json; grouped by category and "all"."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=2)
     ap.add_argument("--filter", default="")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
     problem = AttentionForward()
     rows: list[dict[str, Any]] = []
     for s in default_suite():
         if args.filter in s.name:
             for trial in range(args.trials):
-                rows.append(measure(problem, s, trial))
+                rows.append(measure_one(problem, s, trial))
                 torch.cuda.empty_cache()
     if args.json:
         with open(args.json, "w") as f:
@@ -131,6 +137,11 @@ def main() -> None:
     for r in rows:
         by[r["category"]].append(r)
         by["all"].append(r)
+    return by
+
+
+def main() -> None:
+    by = rows_by_category(measure)
     print(f"{'category':10} {'calls':>5} {'ref32 s':>8} {'ref16 s':>8} {'fused s':>8} "
           f"{'max fused-ref32 / tol':>22} {'max |tol_f/tol-1|':>18} {'fp64 n':>6} "
           f"{'max ref32-fp64 / tol':>21} {'max fused-fp64 / tol':>21}")

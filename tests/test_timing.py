@@ -217,11 +217,19 @@ def test_busy_says_whether_the_queue_outlasts_a_given_time_until_the_device_is_d
 
 
 def test_the_meanwhile_hook_is_told_the_queue_the_timed_calls_hold(clock: FakeClock) -> None:
-    """queued = every call after the first of each implementation, at its first call's time
-    plus its hold: 0.01 ms calls, 25 of them each, held 0.02 ms (the host took no time on the
-    fake clock: the lead is its slack alone)."""
+    """queued = every call after the first of each implementation, at its first call's time,
+    plus the holds those calls were given: 0.01 ms calls, 25 of them each, led by 0.02 ms (the
+    host took no time on the fake clock: the lead is its slack alone), the holds shrinking as
+    the never-reached queue deepens (Ahead)."""
 
     class Queued(FixedTimerDevice):
+        def __init__(self, clock: FakeClock) -> None:
+            super().__init__(clock)
+            self.holds: list[float] = []
+
+        def hold(self, ms: float) -> None:
+            self.holds.append(ms)
+
         def marker(self) -> Callable[[], bool]:
             return lambda: False
 
@@ -229,6 +237,88 @@ def test_the_meanwhile_hook_is_told_the_queue_the_timed_calls_hold(clock: FakeCl
     launches = {name: (lambda i: None) for name in ("a", "b")}
     settings = TimingSettings(budget_ms=1.0, min_reps=25, max_reps=25, warmup=1, wall_reps=1)
     assert lead_ms(0.0, settings) == pytest.approx(0.02)
-    time_interleaved(Queued(clock), launches, 2, settings, cross_check=frozenset(),
-                     meanwhile=lambda busy: told.extend([busy(1.43), busy(1.45)]))
-    assert told == [True, False]  # 2 x 24 x (0.01 + 0.02) ms = 1.44 ms, none of it elapsed
+    dev = Queued(clock)
+    queued: list[float] = []
+
+    def meanwhile(busy: harness.timing.Busy) -> None:
+        queued.append(48 * 0.01 + sum(dev.holds[4:]))  # after the warm-up and first calls
+        told.extend([busy(queued[0] - 0.001), busy(queued[0] + 0.001)])
+
+    time_interleaved(dev, launches, 2, settings, cross_check=frozenset(), meanwhile=meanwhile)
+    assert len(dev.holds) == 2 + 2 + 48
+    assert told == [True, False]
+    assert 0.48 < queued[0] < 0.48 + 48 * 0.02  # some holds were dropped, not all
+
+
+class FloorDevice(CpuDevice):
+    """A device whose flush takes at least `floor` ms and whose markers the test reaches."""
+
+    def __init__(self, floor: float) -> None:
+        super().__init__()
+        self.floor = floor
+        self.reached = 0  # marks with an index below this are reached
+        self.made = 0
+
+    def flush_floor_ms(self) -> float:
+        return self.floor
+
+    def marker(self) -> Callable[[], bool]:
+        index = self.made
+        self.made += 1
+        return lambda: index < self.reached
+
+
+def test_a_deep_queue_of_the_harness_s_own_work_drops_the_hold() -> None:
+    dev = FloorDevice(0.01)
+    ahead = harness.timing.Ahead(dev.flush_floor_ms())
+    assert ahead.hold_for(0.05) == pytest.approx(0.05)  # nothing queued: the whole lead
+    ahead.queued(0.05, dev.marker())  # call 0: flush 0.01 + half its 0.05 hold counted
+    # The device has not reached call 0's end: only this call's flush is known to be ahead
+    # (call 0's own flush and hold may be behind the device already).
+    assert ahead.hold_for(0.05) == pytest.approx(0.04)
+    ahead.queued(0.04, dev.marker())  # call 1: 0.01 + 0.02 counted
+    assert ahead.hold_for(0.05) == pytest.approx(0.05 - (0.03 + 0.01))
+    ahead.queued(0.01, dev.marker())  # call 2: 0.01 + 0.005
+    assert ahead.hold_for(0.05) == pytest.approx(0.0)  # 0.03 + 0.015 + 0.01 ahead
+    ahead.queued(0.0, dev.marker())
+    dev.reached = 2  # the device passed calls 0 and 1: calls 3 and on count
+    assert ahead.hold_for(0.05) == pytest.approx(0.05 - (0.01 + 0.01))
+    dev.reached = 4  # past every call: the whole lead again
+    assert ahead.hold_for(0.05) == pytest.approx(0.05)
+    assert ahead.hold_for(0.0) == 0.0
+
+
+def test_a_timed_call_s_own_length_never_counts_toward_the_hold() -> None:
+    """A candidate's call may be as long as it likes on the device: the bound stays the
+    harness's flushes and holds, so a peer after a long candidate call keeps its hold unless the
+    harness's own work covers it."""
+    dev = FloorDevice(0.0)
+    ahead = harness.timing.Ahead(dev.flush_floor_ms())
+    ahead.queued(0.5, dev.marker())  # a call held 0.5 ms: 0.25 counted once the device is past its end
+    assert ahead.hold_for(0.2) == pytest.approx(0.2)
+    ahead.queued(0.2, dev.marker())
+    assert ahead.hold_for(0.2) == pytest.approx(0.1)  # only the second call's half hold ahead
+
+
+def test_the_timing_loop_holds_less_behind_a_queue_the_device_has_not_reached() -> None:
+    """The same implementations timed on a device that never reaches a mark (a deep queue) and
+    on one that reaches each at once (the device keeps up: every hold whole)."""
+
+    class Holds(FloorDevice):
+        def __init__(self, floor: float, reached: bool) -> None:
+            super().__init__(floor)
+            self.holds: list[float] = []
+            self.reached = 10**9 if reached else 0
+
+        def hold(self, ms: float) -> None:
+            self.holds.append(ms)
+
+    settings = TimingSettings(min_reps=10, max_reps=10, warmup=1, wall_reps=1, lead_slack_ms=0.1)
+    launches = {name: (lambda i: None) for name in ("a", "b")}
+    deep, keeping_up = Holds(0.02, reached=False), Holds(0.02, reached=True)
+    for dev in (deep, keeping_up):
+        time_interleaved(dev, launches, 2, settings, cross_check=frozenset())
+    main = slice(4, None)  # after the warm-up calls and the first timed calls
+    assert all(h >= 0.1 for h in keeping_up.holds[main])
+    assert sum(deep.holds[main]) < sum(keeping_up.holds[main]) / 2
+    assert deep.holds[main][-1] == 0.0

@@ -25,6 +25,18 @@ def chunk_bytes_for(device: torch.device) -> int:
     return int(min(MAX_GPU_CHUNK_BYTES, max(DEFAULT_CHUNK_BYTES, free // CHUNK_SHARE)))
 
 
+def products_exact_in_fp32(q: torch.Tensor, k: torch.Tensor) -> bool:
+    """Whether the fp32 reference may form q k^T on the tensor cores: on a GPU, with bf16 or
+    fp16 inputs, whose products are exact in fp32 (8 or 11 significant bits each, 24 in fp32),
+    summed in fp32 and written as fp32 (torch's `bmm` with `out_dtype`). The same sums as the
+    upcast product, in another order; the scale then multiplies the fp32 scores (Q times the
+    scale would not be exact in bf16). Measured on the H200 over the suite's two trials: as
+    close to fp64 as the upcast product, and the fp32 reference 13% faster (its scores' memory
+    traffic, not the product, is most of its time: docs/harness.md, "the seventh pass")."""
+    return (q.is_cuda and q.dtype in (torch.bfloat16, torch.float16) and k.dtype == q.dtype
+            and hasattr(torch.ops.aten.bmm, "dtype"))
+
+
 def attention_reference(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -34,11 +46,15 @@ def attention_reference(
     scale: float,
     compute_dtype: torch.dtype = torch.float32,
     chunk_bytes: int | None = None,
+    exact_products: bool | None = None,
 ) -> torch.Tensor:
     """softmax(scale * q k^T [+ bottom-right causal mask]) v, layout [b, s, h, d].
 
-    compute_dtype=float32: the exact answer's stand-in (inputs upcast, fp32 matmuls, no TF32;
-    the scale multiplies Q before the product, a pass over Q rather than over the scores).
+    compute_dtype=float32: the exact answer's stand-in (fp32 matmuls, no TF32; on a GPU with
+    bf16 or fp16 inputs q k^T sums the exact products in fp32 on the tensor cores and the scale
+    multiplies the scores, products_exact_in_fp32; elsewhere the inputs are upcast and the scale
+    multiplies Q before the product, a pass over Q rather than over the scores; `exact_products`
+    False asks for the upcast product where the tensor cores would serve, for comparisons).
     compute_dtype=bfloat16: the same math with bf16 matmul operands and outputs, as a bf16
     kernel would do it; its error against the fp32 reference sets the tolerance.
     Rows that see no key (possible only with custom shapes) are defined as zeros.
@@ -69,14 +85,20 @@ def attention_reference(
         rows = min(rows, -(-sq // CAUSAL_BLOCKS))
     offset = sk - sq
     key_idx = torch.arange(sk, device=q.device).view(1, sk)
+    if exact_products is None:
+        exact_products = products_exact_in_fp32(q, k)
+    elif exact_products and not products_exact_in_fp32(q, k):
+        raise ValueError("q k^T on the tensor cores needs bf16 or fp16 inputs on a GPU")
+    exact_products = exact_products and compute_dtype == torch.float32
     for b0 in range(0, b, batches):
         b1 = min(b, b0 + batches)
         n = b1 - b0
-        kb = k[b0:b1].to(compute_dtype).permute(0, 2, 1, 3).reshape(n * hkv, sk, d)
+        score_dtype = q.dtype if exact_products else compute_dtype
+        kb = k[b0:b1].to(score_dtype).permute(0, 2, 1, 3).reshape(n * hkv, sk, d)
         vb = v[b0:b1].to(compute_dtype).permute(0, 2, 1, 3).reshape(n * hkv, sk, d)
-        qb = q[b0:b1].to(compute_dtype)
-        if compute_dtype == torch.float32:  # scaled here, a pass over Q instead of the scores
-            qb = qb * scale
+        qb = q[b0:b1].to(score_dtype)
+        if compute_dtype == torch.float32 and not exact_products:
+            qb = qb * scale  # scaled here, a pass over Q instead of the scores
         qb = qb.view(n, sq, hkv, g, d).permute(0, 2, 3, 1, 4)  # [n, hkv, g, sq, d]
         for c0 in range(0, sq, rows):
             c1 = min(sq, c0 + rows)
@@ -88,7 +110,10 @@ def attention_reference(
             if ke <= 0:
                 out[b0:b1, c0:c1] = 0
                 continue
-            scores = torch.bmm(qc, kb[:, :ke].transpose(1, 2))  # [n*hkv, g*c, ke]
+            if exact_products:  # fp32 sums of exact products, then scaled in fp32
+                scores = torch.bmm(qc, kb[:, :ke].transpose(1, 2), out_dtype=torch.float32).mul_(scale)
+            else:
+                scores = torch.bmm(qc, kb[:, :ke].transpose(1, 2))  # [n*hkv, g*c, ke]
             if compute_dtype != torch.float32:  # bf16 scores, scaled in fp32 as a kernel would
                 scores = scores.float().mul_(scale)
             # The mask only where a row of the chunk misses a key (query c0 sees keys up to
