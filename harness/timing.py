@@ -214,7 +214,7 @@ class Ahead:
     def reset(self) -> None:
         """The device has been waited for: nothing is queued."""
         self.marks: list[Callable[[], bool]] = []
-        self.work = [0.0]  # work[i]: the harness's counted work before call i's start, summed
+        self.work = [0.0]  # work[i]: the counted work of the calls before call i, summed
         self.first = 0  # the earliest call whose end the device may not have reached
 
     def bound_ms(self) -> float:
