@@ -90,10 +90,10 @@ def attention_reference(
     elif exact_products and not products_exact_in_fp32(q, k):
         raise ValueError("q k^T on the tensor cores needs bf16 or fp16 inputs on a GPU")
     exact_products = exact_products and compute_dtype == torch.float32
+    score_dtype = q.dtype if exact_products else compute_dtype  # of q and k in the product
     for b0 in range(0, b, batches):
         b1 = min(b, b0 + batches)
         n = b1 - b0
-        score_dtype = q.dtype if exact_products else compute_dtype
         kb = k[b0:b1].to(score_dtype).permute(0, 2, 1, 3).reshape(n * hkv, sk, d)
         vb = v[b0:b1].to(compute_dtype).permute(0, 2, 1, 3).reshape(n * hkv, sk, d)
         qb = q[b0:b1].to(score_dtype)

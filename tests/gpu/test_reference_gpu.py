@@ -11,6 +11,7 @@ import torch
 
 from harness.attention.reference import attention_reference, products_exact_in_fp32
 from harness.correctness import tolerance
+from scripts.reference_fused_gpu import fp64_answer
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(300)]
 
@@ -22,22 +23,6 @@ SHAPES = [
     (3, 257, 257, 4, 4, 256, False),    # head dim 256, odd lengths
     (1, 2048, 2048, 4, 1, 128, True),   # MQA, long causal
 ]
-
-
-def _upcast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float,
-            dtype: torch.dtype) -> torch.Tensor:
-    """The plain math at `dtype` (no chunks, no tensor-core products): the comparison's anchor."""
-    sq, hq = q.shape[1], q.shape[2]
-    sk, hkv = k.shape[1], k.shape[2]
-    qq = q.to(dtype).permute(0, 2, 1, 3)
-    kk = k.to(dtype).repeat_interleave(hq // hkv, dim=2).permute(0, 2, 1, 3)
-    vv = v.to(dtype).repeat_interleave(hq // hkv, dim=2).permute(0, 2, 1, 3)
-    s = (qq @ kk.transpose(-1, -2)) * scale
-    if causal:
-        hidden = torch.arange(sk, device=q.device).view(1, sk) > (
-            torch.arange(sq, device=q.device).view(sq, 1) + (sk - sq))
-        s = s.masked_fill(hidden, float("-inf"))
-    return (torch.softmax(s, dim=-1) @ vv).permute(0, 2, 1, 3)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(str(x) for x in s))
@@ -52,7 +37,7 @@ def test_the_tensor_core_fp32_reference_is_as_close_to_fp64_as_the_upcast_one(sh
     ref32 = attention_reference(q, k, v, causal=causal, scale=scale)  # the tensor cores' sums
     upcast = attention_reference(q, k, v, causal=causal, scale=scale, exact_products=False)
     ref_bf16 = attention_reference(q, k, v, causal=causal, scale=scale, compute_dtype=torch.bfloat16)
-    exact = _upcast(q, k, v, causal, scale, torch.float64)
+    exact = fp64_answer(q, k, v, causal, scale)
     tol = tolerance(ref32, ref_bf16)
     assert tol > 0 and tolerance(upcast, ref_bf16) == pytest.approx(tol, rel=1e-3)
     ours = float((ref32.double() - exact).abs().max()) / tol
