@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from harness.report import CRASH, ERROR, SKIPPED, TIMEOUT, ScenarioResult
 
 if TYPE_CHECKING:
+    from harness.answer_key import AnswerKeyProcess
     from harness.scenario import Scenario
     from harness.settings import EvalSettings
     from harness.worker import WorkerJob
@@ -112,6 +113,8 @@ class LocalExecutor(Executor):
         self._ctx = mp.get_context("spawn")
         self._spare_wanted = spare
         self._spare: tuple[Any, Any] | None = None  # (process, connection)
+        # The answer key prestart starts and warm tells what to compute; the next job takes it.
+        self._key: AnswerKeyProcess | None = None
         self._lock = threading.Lock()
 
     def _spawn_spare(self) -> None:
@@ -147,9 +150,15 @@ class LocalExecutor(Executor):
 
     def prestart(self) -> None:
         """Start a spare process now, even on an executor without spare=True: it imports torch
-        and the harness while the caller compiles, and the next job goes to it."""
+        and the harness while the caller compiles, and the next job goes to it. Beside it the
+        process of an answer key (harness/answer_key.py), which `warm` puts to work."""
+        from harness.answer_key import AnswerKeyProcess
+
         with self._lock:
             have = self._spare is not None
+            key = self._key
+            if key is None:
+                self._key = key = AnswerKeyProcess(self._ctx)
         if not have:
             self._spawn_spare()
 
@@ -161,7 +170,7 @@ class LocalExecutor(Executor):
         own executor): the server's spare is never told, another worker may be timing. False
         when there is no spare to tell."""
         with self._lock:
-            spare = self._spare
+            spare, key = self._spare, self._key
         if spare is None:
             return False
         spec = {"problem": problem, "scenarios": [s.to_dict() for s in scenarios],
@@ -170,27 +179,47 @@ class LocalExecutor(Executor):
             spare[1].send(("warm", spec))
         except (OSError, ValueError):
             return False
+        if key is not None:
+            # It computes every trial's references meanwhile, in its own process.
+            key.warm(problem, scenarios, settings)
         return True
 
     def close(self) -> None:
-        """End the spare process, if there is one."""
+        """End the spare process and the answer key, if there are."""
         with self._lock:
             spare, self._spare = self._spare, None
+            key, self._key = self._key, None
         if spare is not None:
             _discard(*spare)
+        if key is not None:
+            key.close()
 
     def run(
         self, job: WorkerJob, progress: ProgressFn | None = None,
         cancel: threading.Event | None = None,
     ) -> ExecutionResult:
         started = time.monotonic()
+        payload = job.to_dict()
+        with self._lock:  # a warmed answer key serves this job only (every restart of it)
+            key, self._key = self._key, None
+        if key is not None and key.warmed and payload.get("answer_key") is None:
+            payload["answer_key"] = key.handle()
+        try:
+            return self._run(job, payload, progress, cancel, started)
+        finally:
+            if key is not None:
+                key.close()  # its references leave the device before anything else runs
+
+    def _run(
+        self, job: WorkerJob, payload: dict[str, Any], progress: ProgressFn | None,
+        cancel: threading.Event | None, started: float,
+    ) -> ExecutionResult:
         scenarios = job.scenarios
         total = len(scenarios)
         results: dict[int, ScenarioResult] = {}
         device: dict[str, Any] = {}
         restarts = 0
         next_index = 0
-        payload = job.to_dict()
         settings = job.settings
 
         def record(idx: int, result: ScenarioResult) -> None:
@@ -255,6 +284,9 @@ class LocalExecutor(Executor):
                         next_index = total
                         break
                     elif kind == "done":
+                        if len(msg) > 1:
+                            for k, v in msg[1].items():  # what the worker adds at the end
+                                device[k] = {**device.get(k, {}), **v}
                         outcome = "done"
                         break
                     continue

@@ -132,6 +132,12 @@ class Problem(ABC):
     def reference(self, s: Scenario, buffers: Any, dtype: torch.dtype) -> torch.Tensor:
         """The answer for the buffers' inputs and contract fields, computed in `dtype`."""
 
+    def call_fields(self, buffers: Any) -> tuple[Any, ...]:
+        """The contract fields of a call besides its inputs' contents (softmax_scale, causal):
+        with the inputs' digest they tell the answer key's trial from another
+        (harness/answer_key.py: call_digest)."""
+        return ()
+
     @abstractmethod
     def peers(self, s: Scenario) -> dict[str, Peer]: ...
 

@@ -47,6 +47,10 @@ class EvalSettings:
     baseline_cache_dir: str | None = None
     baseline_cache_max_age_s: float = 86400.0  # a day, as the server's peer cache
 
+    def trial_seed(self, trial: int) -> int:
+        """The seed of a correctness trial's inputs (the worker's, and the answer key's)."""
+        return self.seed * 1_000_003 + trial
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["peers"] = list(self.peers)

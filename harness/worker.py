@@ -17,16 +17,23 @@ import os
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from harness.answer_key import (
+    WORKER_SHARE_OF_SETUP,
+    AnswerKeyLost,
+    Answers,
+    RemoteAnswers,
+    arena_layout,
+)
 from harness.caches import cache_root
-from harness.correctness import check_output
+from harness.correctness import Check
 from harness.device import Device, FatalDeviceError, make_device
 from harness.integrity import (
     PROFILE_CALLS,
@@ -83,6 +90,9 @@ class WorkerJob:
     baseline: KernelSpec | None
     scenarios: list[Scenario]
     settings: EvalSettings
+    # Where the worker reaches the evaluation's answer key (harness/answer_key.py), when the
+    # executor started one for this job.
+    answer_key: dict[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,6 +101,7 @@ class WorkerJob:
             "baseline": self.baseline.to_dict() if self.baseline else None,
             "scenarios": [s.to_dict() for s in self.scenarios],
             "settings": self.settings.to_dict(),
+            "answer_key": self.answer_key,
         }
 
     @classmethod
@@ -101,6 +112,7 @@ class WorkerJob:
             baseline=KernelSpec.from_dict(d["baseline"]) if d.get("baseline") else None,
             scenarios=[Scenario.from_dict(s) for s in d["scenarios"]],
             settings=EvalSettings.from_dict(d["settings"]),
+            answer_key=d.get("answer_key"),
         )
 
 
@@ -175,7 +187,7 @@ class PeerPlans:
             if trial and all(getattr(p, "plans_per_shape", False) for p in peers.values()):
                 break  # their plan serves every input set
             # A seed no trial uses, of the trial's parity (its layout).
-            seed = PLAN_SEED + (self.settings.seed * 1_000_003 + trial) % 2
+            seed = PLAN_SEED + self.settings.trial_seed(trial) % 2
             try:
                 inputs = self.problem.make_inputs(s, seed, dev)
                 bufs = self.problem.buffers(s, inputs, self.problem.new_output(s, dev), None, trial, seed)
@@ -210,8 +222,11 @@ class ScenarioEvaluator:
         peer_cache: PeerCache | None = None,
         baseline_cache: BaselineCache | None = None,
         plans: PeerPlans | None = None,
+        answers: Answers | None = None,
     ) -> None:
         self.problem = problem
+        # Where each trial's outputs are judged: the answer key, or references computed here.
+        self.answers = answers if answers is not None else Answers(problem)
         self.device = device
         self.candidate = candidate
         self.baseline = baseline
@@ -333,7 +348,7 @@ class ScenarioEvaluator:
         peer_status: dict[str, PeerResult] = {}
         worst_ratio = -1.0
         for trial in range(settings.trials):
-            seed = settings.seed * 1_000_003 + trial
+            seed = settings.trial_seed(trial)
             inputs = self.problem.make_inputs(s, seed, dev)
             originals = [x.clone() for x in inputs]
             bufs = self._prepare(self.candidate, s, inputs, trial)
@@ -354,9 +369,9 @@ class ScenarioEvaluator:
                 del first
             del originals
             lap = self._lap(r, "correctness", lap)
-            # References exist only from here on, after the candidate's output.
-            ref32 = self.problem.reference(s, bufs, torch.float32)
-            ref_lowp = self.problem.reference(s, bufs, torch.bfloat16)
+            # References exist in this process only from here on, after the candidate's output
+            # (the answer key's, computed before, exist only in the key's process).
+            self.answers.begin(s, bufs)
             # The peers run now, on this trial's buffers, before anything waits for the
             # references: on a GPU their host work (cuDNN builds a plan per shape and layout,
             # tens of milliseconds, unless the previous scenario's timing loop built it: see
@@ -372,7 +387,10 @@ class ScenarioEvaluator:
                 peer_outs = {pname: self._run_peer(peer, self._peer_buffers(s, peer, bufs))
                              for pname, peer in running.items()}
                 lap = self._lap(r, "peers", lap)
-            chk = check_output(bufs.o, ref32, ref_lowp)
+            judged = [bufs.o, *(t for t in peer_outs.values() if isinstance(t, torch.Tensor))]
+            checks = self.answers.judge(s, trial, inputs, bufs, judged)
+            chk = checks[0]
+            peer_checks = iter(checks[1:])
             lap = self._lap(r, "reference", lap)
             # Report the trial that came closest to (or past) its tolerance.
             ratio = chk.max_error / chk.tolerance if chk.tolerance > 0 else float("inf")
@@ -389,10 +407,11 @@ class ScenarioEvaluator:
                 raise KernelFailure(FAIL, f"trial {trial + 1}: {reason}")
             if peer_outs:
                 for pname, got in peer_outs.items():
-                    peer_status[pname] = self._judge_peer(got, ref32, ref_lowp, trial)
+                    peer_status[pname] = self._judge_peer(
+                        got if isinstance(got, PeerResult) else next(peer_checks), trial)
                 del peer_outs
                 lap = self._lap(r, "peers", lap)
-            del ref32, ref_lowp
+            del judged, checks, peer_checks
             trial_sets.append((inputs, bufs))
             self.device.release_memory()
         if settings.measure:
@@ -482,14 +501,12 @@ class ScenarioEvaluator:
             return PeerResult(status="unsupported",
                               reason=(text.splitlines()[0] if text else type(exc).__name__)[:200])
 
-    def _judge_peer(
-        self, got: torch.Tensor | PeerResult, ref32: torch.Tensor, ref_lowp: torch.Tensor,
-        trial: int,
-    ) -> PeerResult:
+    def _judge_peer(self, got: Check | PeerResult, trial: int) -> PeerResult:
+        """A peer's standing after a trial: its own refusal, or its output's check."""
         where = f"trial {trial + 1}: " if trial else ""
         if isinstance(got, PeerResult):
             return PeerResult(status=got.status, reason=(where + got.reason)[:200])
-        chk = check_output(got, ref32, ref_lowp)
+        chk = got
         if not chk.ok:
             return PeerResult(status="incorrect", reason=(where + chk.reason)[:200])
         return PeerResult(status="ok")
@@ -816,6 +833,18 @@ class Prepared:
     problem: Problem
     plans: PeerPlans
     seconds: float
+    rest: Iterator[bool] = field(default_factory=lambda: iter(()))  # builds the job cut short
+
+    def build_next(self) -> bool:
+        """One more of the warm-up's plan builds; False when none is left (or one failed)."""
+        started = time.monotonic()
+        try:
+            return next(self.rest, False)
+        except Exception:  # best effort, as in the warm-up
+            self.rest = iter(())
+            return False
+        finally:
+            self.seconds += time.monotonic() - started
 
     def fits(self, job: WorkerJob) -> bool:
         """The job runs on the same problem and device kind: it takes the device."""
@@ -828,6 +857,24 @@ class Prepared:
         st, mine = job.settings, self.settings
         same_layouts = st.seed % 2 == mine.seed % 2 and min(2, st.trials) == min(2, mine.trials)
         return self.plans if same_layouts else None
+
+
+def _answers_for(job: WorkerJob, problem: Problem, device: Device,
+                 meanwhile: Callable[[], bool] | None = None) -> tuple[Answers, dict[str, Any]]:
+    """The job's answer key, once it has computed every answer (the wait is the setup phase
+    `answer_key`; `meanwhile` runs while it lasts); references computed here when the job has
+    none or it cannot be reached. With the key's facts for the report (which and why)."""
+    if job.answer_key is None:
+        return Answers(problem), {}
+    st = job.settings
+    slots, slot_bytes = arena_layout(problem, job.scenarios, len(st.peers) if st.device == "cuda" else 0)
+    try:
+        remote = RemoteAnswers.connect(job.answer_key, device.torch_device, slots, slot_bytes,
+                                       WORKER_SHARE_OF_SETUP * st.setup_timeout_s, device.synchronize,
+                                       meanwhile)
+    except AnswerKeyLost as exc:
+        return Answers(problem, note=str(exc)), {"unavailable": str(exc)}
+    return Answers(problem, remote), remote.info
 
 
 def warm_up(spec: dict[str, Any], conn: Any) -> Prepared | None:
@@ -847,24 +894,50 @@ def warm_up(spec: dict[str, Any], conn: Any) -> Prepared | None:
         return None  # the job's own setup reports what is wrong
     plans = PeerPlans(problem, device, settings)
     warm = settings.measure and not settings.peer_cache_dir
-    first = True
+    rest = _plan_builds(problem, settings, scenarios if warm else [], plans)
     try:
-        for s in scenarios if warm else []:
-            if conn.poll():
-                break
-            peers = wanted_peers(problem, settings, s)
-            if not first:  # after the first scenario, only what builds a plan per shape
-                peers = {k: v for k, v in peers.items() if getattr(v, "plans_per_shape", False)}
-            if not peers:
-                continue
-            plans.build(s, peers)
-            first = False
+        if scenarios:
+            _first_references(problem, settings, scenarios[0], device)
+    except Exception:
+        pass  # best effort: the first check then pays for it, as before
+    try:
+        while not conn.poll() and next(rest, False):
+            pass
         device.synchronize()
     except Exception:
-        pass  # best effort: the evaluation builds what is missing, and reports a broken device
+        rest = iter(())  # best effort: the evaluation builds what is missing, and reports a broken device
     finally:
         device.release_memory()
-    return Prepared(spec["problem"], settings, device, problem, plans, time.monotonic() - started)
+    return Prepared(spec["problem"], settings, device, problem, plans, time.monotonic() - started,
+                    rest)
+
+
+def _first_references(problem: Problem, settings: EvalSettings, s: Scenario, device: Device) -> None:
+    """The references' first use in this process (their kernels loaded, the matrix library's
+    handle made), on inputs of a seed no trial uses: with an answer key the worker's first
+    reference is otherwise the first timed scenario's output check, which would pay for it."""
+    dev = device.torch_device
+    inputs = problem.make_inputs(s, PLAN_SEED, dev)
+    bufs = problem.buffers(s, inputs, problem.new_output(s, dev), None, 0, PLAN_SEED)
+    for dtype in (torch.float32, torch.bfloat16):
+        problem.reference(s, bufs, dtype)
+    device.synchronize()
+
+
+def _plan_builds(problem: Problem, settings: EvalSettings, scenarios: Sequence[Scenario],
+                 plans: PeerPlans) -> Iterator[bool]:
+    """The warm-up's builds, one scenario a step: every peer on the first scenario that has
+    any, then only those that build a plan per shape."""
+    first = True
+    for s in scenarios:
+        peers = wanted_peers(problem, settings, s)
+        if not first:  # after the first scenario, only what builds a plan per shape
+            peers = {k: v for k, v in peers.items() if getattr(v, "plans_per_shape", False)}
+        if not peers:
+            continue
+        plans.build(s, peers)
+        first = False
+        yield True
 
 
 def spare_worker(conn: Any, parent: int | None = None) -> None:
@@ -920,6 +993,13 @@ def run_worker(job_dict: dict[str, Any], start: int, conn: Any, spare: bool = Fa
         candidate = problem.load_kernel(job.candidate)
         baseline = problem.load_kernel(job.baseline) if job.baseline else None
         mark("kernels")
+        plans = prepared.plans_for(job) if prepared is not None else None
+        # While the key computes its last answers, the warm-up's plan builds go on. Nothing is
+        # measured before it is done: its work would share the GPU with the measurement.
+        meanwhile = prepared.build_next if prepared is not None and plans is not None else None
+        answers, key_info = _answers_for(job, problem, device, meanwhile)
+        if job.answer_key is not None:
+            mark("answer_key")  # the wait for the key's last answers
         rates = _rates_for(device, job.settings)
         mark("rates")
     except Exception as exc:
@@ -927,6 +1007,8 @@ def run_worker(job_dict: dict[str, Any], start: int, conn: Any, spare: bool = Fa
         conn.close()
         return
     info = device.describe()
+    if key_info:
+        info["answer_key"] = key_info
     info["spare"] = spare
     info["pid"] = os.getpid()
     if rates is not None:
@@ -937,12 +1019,11 @@ def run_worker(job_dict: dict[str, Any], start: int, conn: Any, spare: bool = Fa
     if job.settings.peer_cache_dir and job.settings.device == "cuda":
         cache = PeerCache(Path(job.settings.peer_cache_dir), job.settings.peer_cache_max_age_s, info,
                           job.settings)
-    plans = prepared.plans_for(job) if prepared is not None else None
     if prepared is not None:
         info["warm_up"] = {"seconds": round(prepared.seconds, 2),
                            "scenarios_with_plans": len(plans) if plans is not None else 0}
     evaluator = ScenarioEvaluator(problem, device, candidate, baseline, job.settings, rates, cache,
-                                  _baseline_cache(job, info), plans)
+                                  _baseline_cache(job, info), plans, answers)
     info["persisting_l2_bytes_at_start"] = evaluator.reset_persisting_l2()
     mark("l2_reset")
     info["setup_phases"] = marks
@@ -963,5 +1044,5 @@ def run_worker(job_dict: dict[str, Any], start: int, conn: Any, spare: bool = Fa
             conn.close()
             os._exit(EXIT_FATAL)
         conn.send(("result", idx, result.to_dict()))
-    conn.send(("done",))
+    conn.send(("done", {"answer_key": answers.summary()} if answers.keyed else {}))
     conn.close()

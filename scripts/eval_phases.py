@@ -1,5 +1,6 @@
 """Where the seconds of evaluations went, from their JSON reports (not a test): wall time,
-worker setup, each scenario phase summed over the suite, the verdict and the geomeans; each
+the answer key (its compute time, the worker's wait for it, trials judged in the worker), worker
+setup, each scenario phase summed over the suite, the verdict and the geomeans; each
 run's timed calls and the timing phase's cost per call beyond their device time; with two or
 more reports, the later ones' kernel and peer times over the first's (re-time ratios, with the
 worst scenario).
@@ -31,10 +32,13 @@ def phase_row(name: str, d: dict[str, Any], wall: str) -> str:
     verdict = (d.get("verdict") or {}).get("status", "?")
     comp = d.get("compile") or {}
     warm = info.get("warm_up") or {}
+    key = info.get("answer_key") or {}
+    key_cell = (f"{key['seconds']:.1f} / {key['wait_s']:.1f} ({key.get('trials_judged_in_worker', 0)})"
+                if "seconds" in key else ("off: " + key["unavailable"][:40] if key else "-"))
     cells = [name, wall, f"{d.get('seconds', 0):.1f}",
              "cached" if comp.get("cached") else f"{comp.get('seconds', 0):.1f}",
              f"{warm['seconds']:.1f} ({warm['scenarios_with_plans']})" if warm else "-",
-             f"{info.get('setup_s', 0):.1f}",
+             key_cell, f"{info.get('setup_s', 0):.1f}",
              *(f"{totals[p]:.1f}" for p in PHASES), str(cached),
              f"{verdict} {g.get('passed')}/{g.get('scenarios')}",
              f"base {g.get('vs_baseline') or 0:.2f} {peers}"]
@@ -99,9 +103,9 @@ def main() -> None:
         name, _, value = w.partition("=")
         walls[name] = f"{float(value[:-2]) / 1e3:.1f}" if value.endswith("ms") else value
     loaded = [(Path(p).stem, json.loads(Path(p).read_text())) for p in args.reports]
-    print("| run | wall s | report s | compile | warm-up (plans) | setup | " + " | ".join(PHASES)
-          + " | cached base | verdict | geomeans |")
-    print("|" + "---|" * (len(PHASES) + 9))
+    print("| run | wall s | report s | compile | warm-up (plans) | answer key s / wait s (in worker)"
+          " | setup | " + " | ".join(PHASES) + " | cached base | verdict | geomeans |")
+    print("|" + "---|" * (len(PHASES) + 10))
     for name, d in loaded:
         print(phase_row(name, d, walls.get(name, "-")))
     for name, d in loaded:

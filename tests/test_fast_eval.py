@@ -24,6 +24,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+import harness.correctness as correctness
 import harness.worker as worker
 from harness.attention.fresh import DISTRIBUTIONS, AttentionTimedInputs, fresh_qkv, write_fresh_qkv
 from harness.attention.problem import AttentionForward
@@ -220,13 +221,13 @@ def test_peers_run_before_the_references_are_awaited_and_again_on_the_second_lay
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     log: list[str] = []
-    real_check = worker.check_output
+    real_check = correctness.check_against
 
     def logged_check(*args: Any) -> Any:
         log.append("check")
         return real_check(*args)
 
-    monkeypatch.setattr(worker, "check_output", logged_check)
+    monkeypatch.setattr(correctness, "check_against", logged_check)
     problem = LoggedProblem(log)
     peers = {"honest": _peer(log, "honest", False), "strided": _peer(log, "strided", True)}
 

@@ -98,6 +98,9 @@ class AttentionForward(Problem):
         b = buffers
         return attention_reference(b.q, b.k, b.v, causal=s.causal, scale=b.scale, compute_dtype=dtype)
 
+    def call_fields(self, buffers: Any) -> tuple[Any, ...]:
+        return (float(buffers.scale), bool(buffers.causal))
+
     def peers(self, s: Scenario) -> dict[str, Peer]:
         return peers_for(s)
 
