@@ -896,8 +896,9 @@ def warm_up(spec: dict[str, Any], conn: Any) -> Prepared | None:
     warm = settings.measure and not settings.peer_cache_dir
     rest = _plan_builds(problem, settings, scenarios if warm else [], plans)
     try:
-        if scenarios:
-            _first_references(problem, settings, scenarios[0], device)
+        # One of each mask kind: the causal reference's mask pass has kernels of its own.
+        for s in {s.causal: s for s in reversed(scenarios)}.values():
+            _first_references(problem, settings, s, device)
     except Exception:
         pass  # best effort: the first check then pays for it, as before
     try:

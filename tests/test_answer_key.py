@@ -222,3 +222,40 @@ def test_the_worker_goes_on_building_while_it_waits_for_the_key(tmp_path: Any) -
     remote.close()
     listener.close()
     assert 4 <= len(builds) <= 20 and remote.info["wait_s"] >= 0.45
+
+
+def test_the_warm_up_pays_for_the_references_first_use_on_inputs_no_trial_uses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With a key the worker's first references are the integrity check's: the warm-up computes
+    one of each mask kind before the job (the first scenario of each), on inputs of PLAN_SEED,
+    a seed no trial uses."""
+    import harness.worker as worker
+
+    seen: list[tuple[str, torch.dtype, int]] = []
+
+    def bits_sum(t: torch.Tensor) -> int:
+        return int(t.view(torch.int16).sum(dtype=torch.int64))
+
+    class Watched(AttentionForward):
+        def reference(self, s: Scenario, buffers: Any, dtype: torch.dtype) -> torch.Tensor:
+            seen.append((s.name, dtype, bits_sum(buffers.q)))
+            return super().reference(s, buffers, dtype)
+
+    class JobArrived:  # the warm-up's plan builds stop at once
+        def poll(self) -> bool:
+            return True
+
+    monkeypatch.setattr(worker, "get_problem", lambda name: Watched())
+    spec = {"problem": "attention-forward", "scenarios": [s.to_dict() for s in SCENARIOS],
+            "settings": SETTINGS.to_dict()}
+    assert worker.warm_up(spec, JobArrived()) is not None
+    first_causal, first_full = SCENARIOS[0], SCENARIOS[2]  # SCENARIOS[1] is causal too
+    assert sorted((n, str(d)) for n, d, _ in seen) == sorted(
+        (s.name, str(d)) for s in (first_causal, first_full) for d in (torch.float32, torch.bfloat16))
+    problem = AttentionForward()
+    for name, _, q_bits in seen:
+        s = next(x for x in SCENARIOS if x.name == name)
+        assert q_bits == bits_sum(problem.make_inputs(s, worker.PLAN_SEED, CPU)[0])
+        assert all(q_bits != bits_sum(problem.make_inputs(s, SETTINGS.trial_seed(t), CPU)[0])
+                   for t in range(SETTINGS.trials))
