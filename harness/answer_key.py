@@ -236,9 +236,9 @@ def serve(conn: Any, parent: int) -> None:
     if msg[0] != "key":
         return
     spec, address, authkey = msg[1], msg[2], bytes.fromhex(msg[3])
+    from harness.problems import get_problem
     from harness.scenario import Scenario
     from harness.settings import EvalSettings
-    from harness.worker import get_problem
 
     listener = Listener(address, family="AF_UNIX", authkey=authkey)  # workers may wait on it now
     settings = EvalSettings.from_dict(spec["settings"])

@@ -14,11 +14,12 @@ from pathlib import Path
 from harness.compile import DEFAULT_ARCH, CompileError, compile_kernel
 from harness.executor import Executor, LocalExecutor, Progress, ProgressFn
 from harness.problem import KernelSpec
+from harness.problems import get_problem
 from harness.report import NOT_COMPILED, CompileInfo, EvaluationReport, ScenarioResult
 from harness.scenario import Scenario
 from harness.settings import EvalSettings
 from harness.static_checks import check_source
-from harness.worker import WorkerJob, get_problem
+from harness.worker import WorkerJob
 
 
 def gpu_available() -> bool:

@@ -51,6 +51,7 @@ from harness.integrity import (
 from harness.lifeline import follow_parent
 from harness.peer_cache import BaselineCache, PeerCache, library_digest
 from harness.problem import KernelSpec, LoadedKernel, Problem, TimedInputs
+from harness.problems import get_problem
 from harness.report import (
     CRASH,
     ERROR,
@@ -114,14 +115,6 @@ class WorkerJob:
             settings=EvalSettings.from_dict(d["settings"]),
             answer_key=d.get("answer_key"),
         )
-
-
-def get_problem(name: str) -> Problem:
-    if name == "attention-forward":
-        from harness.attention.problem import AttentionForward
-
-        return AttentionForward()
-    raise ValueError(f"unknown problem {name!r}")
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
