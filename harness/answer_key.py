@@ -54,15 +54,14 @@ if TYPE_CHECKING:
 # worker that measures.
 KEY_SHARE_OF_SETUP = 0.4
 WORKER_SHARE_OF_SETUP = 0.5
+# The key's process listens from its first moment; a worker that finds no one listening for this
+# long after it first tried knows the process has ended (it would otherwise wait its whole share).
+NOBODY_LISTENS_S = 5.0
 # Slots of the arena start at multiples of this (any dtype's alignment).
 SLOT_ALIGN = 512
 # On a GPU the key keeps references in device memory up to this share of it, in host memory
 # beyond (each is copied in for its one check).
 DEVICE_SHARE = 0.25
-
-
-def _entry(conn: Any, parent: int) -> None:
-    serve(conn, parent)
 
 
 # -- the executor's side --------------------------------------------------------------------
@@ -76,7 +75,8 @@ class AnswerKeyProcess:
         self.address = os.path.join(self._folder, "key.sock")
         self.authkey = secrets.token_bytes(32)
         self._conn, child = ctx.Pipe(duplex=True)
-        self._proc = ctx.Process(target=_entry, args=(child, os.getpid()), daemon=True)
+        self._proc = ctx.Process(target=serve, args=(child, os.getpid(), self.address, self.authkey),
+                                 daemon=True)
         self._proc.start()
         child.close()
         self.warmed = False
@@ -85,7 +85,7 @@ class AnswerKeyProcess:
         spec = {"problem": problem, "scenarios": [s.to_dict() for s in scenarios],
                 "settings": settings.to_dict()}
         try:
-            self._conn.send(("key", spec, self.address, self.authkey.hex()))
+            self._conn.send(("key", spec))
         except (OSError, ValueError):
             return False
         self.warmed = True
@@ -217,12 +217,14 @@ def slot_view(arena: torch.Tensor, slot_bytes: int, i: int, dtype: torch.dtype,
     return arena[start:start + n].view(dtype).view(tuple(shape))
 
 
-def serve(conn: Any, parent: int) -> None:
-    """The key's process: waits for what to compute, computes it, then answers the job's
-    workers one connection at a time (a restarted worker connects again)."""
+def serve(conn: Any, parent: int, address: str, authkey: bytes) -> None:
+    """The key's process: listens at once (a worker that connects waits in the handshake until
+    the key accepts), waits for what to compute, computes it, then answers the job's workers
+    one connection at a time (a restarted worker connects again)."""
     from harness.lifeline import follow_parent
 
     follow_parent(parent)  # an evaluation that died takes its key with it
+    listener = Listener(address, family="AF_UNIX", authkey=authkey)
     warnings.filterwarnings("ignore", category=UserWarning)
     import torch
     import torch.multiprocessing
@@ -235,18 +237,17 @@ def serve(conn: Any, parent: int) -> None:
         return
     if msg[0] != "key":
         return
-    spec, address, authkey = msg[1], msg[2], bytes.fromhex(msg[3])
     from harness.problems import get_problem
     from harness.scenario import Scenario
     from harness.settings import EvalSettings
 
-    listener = Listener(address, family="AF_UNIX", authkey=authkey)  # workers may wait on it now
-    settings = EvalSettings.from_dict(spec["settings"])
-    device = torch.device(settings.device)
-    try:
+    try:  # a malformed spec is a failure every worker is told about
+        spec = msg[1]
+        settings = EvalSettings.from_dict(spec["settings"])
         # Done before the worker's wait for it ends (setup_timeout_s / 2 from its connection).
         key = AnswerKey.compute(get_problem(spec["problem"]),
-                                [Scenario.from_dict(s) for s in spec["scenarios"]], settings, device,
+                                [Scenario.from_dict(s) for s in spec["scenarios"]], settings,
+                                torch.device(settings.device),
                                 KEY_SHARE_OF_SETUP * settings.setup_timeout_s)
         failure = None
     except Exception:  # every worker is told, and computes its references itself
@@ -318,6 +319,10 @@ class RemoteAnswers:
                     box["first"] = box["conn"].recv()
                     return
                 except (FileNotFoundError, ConnectionRefusedError):
+                    if time.monotonic() - started > NOBODY_LISTENS_S:
+                        box["error"] = ("could not be reached: nothing listens at its address "
+                                        "(its process has ended)")
+                        return
                     time.sleep(0.02)
                 except Exception as exc:
                     box["error"] = f"could not be reached ({type(exc).__name__}: {exc})"

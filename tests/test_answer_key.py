@@ -6,6 +6,7 @@ memory; kernels from tests/cpu_kernels.py."""
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 from dataclasses import replace
 from typing import Any
 
@@ -259,3 +260,35 @@ def test_the_warm_up_pays_for_the_references_first_use_on_inputs_no_trial_uses(
         assert q_bits == bits_sum(problem.make_inputs(s, worker.PLAN_SEED, CPU)[0])
         assert all(q_bits != bits_sum(problem.make_inputs(s, SETTINGS.trial_seed(t), CPU)[0])
                    for t in range(SETTINGS.trials))
+
+
+def test_a_dead_key_is_known_within_seconds_not_after_the_whole_wait() -> None:
+    """The key's process listens from its first moment: once nothing listens at its address, the
+    worker stops waiting after NOBODY_LISTENS_S (5 s), not after its share of the setup timeout."""
+    import time
+
+    key = AnswerKeyProcess(mp.get_context("spawn"))
+    try:
+        handle = key.handle()
+        deadline = time.monotonic() + 30
+        while not os.path.exists(handle["address"]) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        key._proc.kill()
+        key._proc.join(10)
+        started = time.monotonic()
+        with pytest.raises(AnswerKeyLost, match=r"nothing listens at its address \(its process has ended\)"):
+            RemoteAnswers.connect(handle, CPU, 1, 512, 120, lambda: None)
+        assert time.monotonic() - started < 15
+    finally:
+        key.close()
+
+
+def test_a_key_told_a_malformed_job_says_why_to_the_worker() -> None:
+    key = AnswerKeyProcess(mp.get_context("spawn"))
+    try:
+        assert key.warm("no-such-problem", SCENARIOS, SETTINGS)
+        why = r"the answer key failed: ValueError: unknown problem 'no-such-problem'"
+        with pytest.raises(AnswerKeyLost, match=why):
+            RemoteAnswers.connect(key.handle(), CPU, 1, 512, 120, lambda: None)
+    finally:
+        key.close()
