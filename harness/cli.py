@@ -109,8 +109,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"socratic eval: --peer-cache must name a folder, and {args.peer_cache} is a file",
               file=sys.stderr)
         return 2
-    # The worker process starts now, before this process imports torch (seconds): the two
-    # import at once. It touches no GPU before its job arrives, and ends below if none does.
+    # The worker process starts now and imports torch while this one compiles: the evaluation's
+    # own path (harness/evaluate.py, the executor, the compile) imports no torch, so nvcc starts
+    # at once. It touches no GPU before its job arrives, and ends below if none does.
     local = None
     if args.device == "cuda" and not args.cluster and gpu_device_nodes():
         local = LocalExecutor()

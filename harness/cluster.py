@@ -31,10 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.executor import ExecutionResult, Executor, LocalExecutor, Progress, ProgressFn
-from harness.problem import KernelSpec
+from harness.job import KernelSpec, WorkerJob
 from harness.report import ERROR, SKIPPED, ScenarioResult
 from harness.scenario import Scenario
-from harness.worker import WorkerJob
 
 GPU_RESOURCE = "GPU"
 # Dask's worker processes are daemonic by default, and a daemonic process may not start

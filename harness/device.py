@@ -14,6 +14,9 @@ from typing import Any
 
 import torch
 
+# Substrings of the names of kernels the harness itself launches (kernel_activity).
+HARNESS_KERNEL_MARKS = ("at::native", "at_cuda_detail", "spin_kernel", "socratic_harness::")
+
 
 class FatalDeviceError(RuntimeError):
     """The device context is unusable (illegal address, launch failure, ...): the worker
@@ -241,8 +244,9 @@ class CudaDevice(Device):
                 continue
             out.append(KernelActivity(
                 name=name, stream=int(e.device_resource_id()), ms=e.duration_ns() / 1e6,
-                # torch's own kernels: fills, copies, random numbers, the hold's spin kernel
-                harness="at::native" in name or "at_cuda_detail" in name or "spin_kernel" in name,
+                # torch's own kernels (fills, copies, random numbers), the hold's spin kernel, and
+                # the harness's own (fresh inputs: harness/attention/fresh_fill.cu)
+                harness=any(mark in name for mark in HARNESS_KERNEL_MARKS),
             ))
         return out
 

@@ -3,6 +3,7 @@ job on an executor, and assemble the report. The CLI and the server both call th
 
 from __future__ import annotations
 
+import ctypes
 import datetime as dt
 import threading
 import time
@@ -11,39 +12,50 @@ from dataclasses import asdict, replace
 from functools import lru_cache
 from pathlib import Path
 
-from harness.compile import DEFAULT_ARCH, CompileError, compile_kernel
+from harness.compile import DEFAULT_ARCH, CompileError, arch_for_capability, compile_kernel
 from harness.executor import Executor, LocalExecutor, Progress, ProgressFn
-from harness.problem import KernelSpec
-from harness.problems import get_problem
+from harness.job import KernelSpec, WorkerJob
+from harness.problems import baseline_source
 from harness.report import NOT_COMPILED, CompileInfo, EvaluationReport, ScenarioResult
 from harness.scenario import Scenario
 from harness.settings import EvalSettings
 from harness.static_checks import check_source
-from harness.worker import WorkerJob
 
-
-def gpu_available() -> bool:
-    try:
-        import torch
-
-        return bool(torch.cuda.is_available())
-    except Exception:  # a broken driver install reads as "no GPU" here
-        return False
+# cuDeviceGetAttribute's attributes (cuda.h: CUdevice_attribute)
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
 
 
 @lru_cache(maxsize=1)
+def gpu_capability() -> tuple[int, int] | None:
+    """The compute capability of the first visible GPU, from the driver itself (libcuda through
+    ctypes: no torch, no CUDA context), or None when there is no driver or no GPU. This module
+    imports no torch, so that the CLI starts nvcc at once: a thread's build waited for the main
+    thread's `import torch` (docs/harness.md, the ninth pass)."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        count, dev, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+        if lib.cuInit(0) != 0 or lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value < 1:
+            return None
+        if lib.cuDeviceGet(ctypes.byref(dev), 0) != 0:
+            return None
+        for value, attribute in ((major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+                                 (minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)):
+            if lib.cuDeviceGetAttribute(ctypes.byref(value), attribute, dev) != 0:
+                return None
+        return major.value, minor.value
+    except (OSError, AttributeError):  # no driver library: no GPU here
+        return None
+
+
+def gpu_available() -> bool:
+    return gpu_capability() is not None
+
+
 def detect_arch() -> str:
     """The nvcc target for the GPU of this machine (sm_90a when there is none)."""
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            from harness.compile import arch_for_capability
-
-            return arch_for_capability(*torch.cuda.get_device_capability(0))
-    except Exception:
-        pass
-    return DEFAULT_ARCH
+    found = gpu_capability()
+    return arch_for_capability(*found) if found is not None else DEFAULT_ARCH
 
 
 def precompile(source: Path, arch: str | None = None) -> bool:
@@ -118,9 +130,9 @@ def _evaluate(
     settings: EvalSettings, executor: Executor, progress: ProgressFn | None,
     cancel: threading.Event | None, problem_name: str, arch: str | None,
 ) -> EvaluationReport:
-    problem = get_problem(problem_name)
-    baseline = baseline if baseline is not None else problem.baseline_source
-    settings = baseline_cache_settings(settings, baseline, problem.baseline_source)
+    naive = baseline_source(problem_name)
+    baseline = baseline if baseline is not None else naive
+    settings = baseline_cache_settings(settings, baseline, naive)
     arch = arch or detect_arch()
     started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()

@@ -23,9 +23,9 @@ from harness.report import CRASH, ERROR, SKIPPED, TIMEOUT, ScenarioResult
 
 if TYPE_CHECKING:
     from harness.answer_key import AnswerKeyProcess
+    from harness.job import WorkerJob
     from harness.scenario import Scenario
     from harness.settings import EvalSettings
-    from harness.worker import WorkerJob
 
 
 def gpu_device_nodes() -> bool:

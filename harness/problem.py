@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from harness.job import KernelSpec  # where a kernel comes from (torch-free)
 from harness.scenario import Scenario
 
 CUDA_ERROR_NAMES = {
@@ -21,23 +21,6 @@ CUDA_ERROR_NAMES = {
     715: "cudaErrorIllegalInstruction", 716: "cudaErrorMisalignedAddress",
     719: "cudaErrorLaunchFailure", 801: "cudaErrorNotSupported", 999: "cudaErrorUnknown",
 }
-
-
-@dataclass(frozen=True)
-class KernelSpec:
-    """Where a kernel comes from: a compiled shared library, or (CPU tests) a Python callable
-    given as `module:function`."""
-
-    label: str
-    kind: str  # "library" | "python"
-    target: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"label": self.label, "kind": self.kind, "target": self.target}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, str]) -> KernelSpec:
-        return cls(label=d["label"], kind=d["kind"], target=d["target"])
 
 
 class LoadedKernel(ABC):
@@ -155,6 +138,16 @@ class Problem(ABC):
         """Bring peer_layout's buffers up to the source's current contents and fields (outside
         any timed region); nothing where they are the same object."""
         return None
+
+    def prepare(self, device: torch.device) -> None:
+        """Start what the problem's own device code needs (a build of the harness's kernels)
+        without waiting for it: the worker calls this as soon as it knows its device."""
+        return None
+
+    def harness_kernels(self, device: torch.device) -> dict[str, Any]:
+        """Wait for what prepare() started; facts for the report (which implementation of the
+        problem's own device work runs, and why)."""
+        return {}
 
     def timed_inputs(
         self, s: Scenario, set_index: int, inputs: list[torch.Tensor], buffers: Any,

@@ -13,6 +13,7 @@ workspace probe, a re-run on the validated inputs, hidden-work and persisting-L2
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import traceback
@@ -48,9 +49,10 @@ from harness.integrity import (
     tail_reason,
     tail_recheck_note,
 )
+from harness.job import KernelSpec, WorkerJob  # the job a worker is sent (torch-free)
 from harness.lifeline import follow_parent
 from harness.peer_cache import BaselineCache, PeerCache, library_digest
-from harness.problem import KernelSpec, LoadedKernel, Problem, TimedInputs
+from harness.problem import LoadedKernel, Problem, TimedInputs
 from harness.problems import get_problem
 from harness.report import (
     CRASH,
@@ -82,39 +84,6 @@ class KernelFailure(Exception):
         super().__init__(reason)
         self.status = status
         self.reason = reason
-
-
-@dataclass
-class WorkerJob:
-    problem: str
-    candidate: KernelSpec
-    baseline: KernelSpec | None
-    scenarios: list[Scenario]
-    settings: EvalSettings
-    # Where the worker reaches the evaluation's answer key (harness/answer_key.py), when the
-    # executor started one for this job.
-    answer_key: dict[str, str] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "problem": self.problem,
-            "candidate": self.candidate.to_dict(),
-            "baseline": self.baseline.to_dict() if self.baseline else None,
-            "scenarios": [s.to_dict() for s in self.scenarios],
-            "settings": self.settings.to_dict(),
-            "answer_key": self.answer_key,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> WorkerJob:
-        return cls(
-            problem=d["problem"],
-            candidate=KernelSpec.from_dict(d["candidate"]),
-            baseline=KernelSpec.from_dict(d["baseline"]) if d.get("baseline") else None,
-            scenarios=[Scenario.from_dict(s) for s in d["scenarios"]],
-            settings=EvalSettings.from_dict(d["settings"]),
-            answer_key=d.get("answer_key"),
-        )
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
@@ -317,7 +286,6 @@ class ScenarioEvaluator:
         finally:
             r.flags.extend(self.tail_notes)
             r.seconds = time.monotonic() - started
-            self.device.release_memory()
         return r
 
     def _lap(self, r: ScenarioResult, phase: str, since: float) -> float:
@@ -330,8 +298,14 @@ class ScenarioEvaluator:
         dev = self.device.torch_device
         lap = time.monotonic()
         settings = self.settings
-        # The candidate writes into fresh allocations, never into memory the caching allocator
-        # kept from an earlier scenario's references.
+        # Once a scenario, before its first allocation: what the caching allocator kept from the
+        # scenario before (its integrity references, its peers' outputs: answers for inputs
+        # this scenario never uses) is unmapped. Not per trial: the candidate's output and
+        # scratch are poisoned before every call, a trial's inputs are new allocations while
+        # the trial before it still holds its own, and the answers a trial's peers leave are
+        # for that trial's inputs, on which the candidate only ever runs again to give back its
+        # own validated bits. An empty_cache costs ~2.5 ms (each one unmaps and synchronizes);
+        # four a scenario were 2.0 s of an evaluation (docs/harness.md, the ninth pass).
         self.device.release_memory()
         trial_sets: list[tuple[list[torch.Tensor], Any]] = []
         peers = self._wanted_peers(s)
@@ -406,7 +380,6 @@ class ScenarioEvaluator:
                 lap = self._lap(r, "peers", lap)
             del judged, checks, peer_checks
             trial_sets.append((inputs, bufs))
-            self.device.release_memory()
         if settings.measure:
             self._baseline_timed = None
             self._time(s, r, trial_sets, peers, peer_status, cached)
@@ -577,7 +550,13 @@ class ScenarioEvaluator:
         )
         lap = self._lap(r, "timing", lap)
         if integrity:
+            self._check_persisting_l2("after timing")
+            # The device tail's calls (fresh inputs too) are sampled first, so that one batch of
+            # references checks their outputs with the timing loop's; the tail is decided after.
+            tail = [self.device.stream_tail(prepared_call) for _ in range(TAIL_CALLS)]
             self._check_timed(fresh)
+            self._decide_tail(prepared_call, tail)
+            self._check_timed(fresh)  # the calls of a tail measured again, if it was
             lap = self._lap(r, "integrity", lap)
         else:
             for b, good in zip(cand_bufs, validated, strict=True):
@@ -617,9 +596,6 @@ class ScenarioEvaluator:
             r.peers[pname] = status
         lap = self._lap(r, "timing", lap)
         if integrity:
-            self._check_persisting_l2("after timing")
-            self._check_stream_tail(prepared_call)
-            self._check_timed(fresh)
             for i, timed_set in enumerate(fresh):
                 if timed_set is not None:
                     self._probe(timed_set, cand_bufs[i])
@@ -677,9 +653,6 @@ class ScenarioEvaluator:
             return
         # One slow synchronization can be the host's hiccup: decide on three calls.
         self._decide_tail(call, [first, *(self.device.stream_tail(call) for _ in range(2))])
-
-    def _check_stream_tail(self, run_once: Callable[[], None]) -> None:
-        self._decide_tail(run_once, [self.device.stream_tail(run_once) for _ in range(TAIL_CALLS)])
 
     def _decide_tail(self, call: Callable[[], None], samples: list[tuple[float, float]]) -> None:
         """Hidden work fails the kernel when the tail of `samples` is over the threshold and
@@ -827,6 +800,7 @@ class Prepared:
     plans: PeerPlans
     seconds: float
     rest: Iterator[bool] = field(default_factory=lambda: iter(()))  # builds the job cut short
+    stop_s: float = 0.0  # from the job's arrival (seen between two builds) to the warm-up's return
 
     def build_next(self) -> bool:
         """One more of the warm-up's plan builds; False when none is left (or one failed)."""
@@ -886,6 +860,8 @@ def warm_up(spec: dict[str, Any], conn: Any) -> Prepared | None:
     except Exception:
         return None  # the job's own setup reports what is wrong
     plans = PeerPlans(problem, device, settings)
+    with contextlib.suppress(Exception):  # best effort: the job's setup starts it again, or reports why
+        problem.prepare(device.torch_device)  # the harness's own kernels, built while the caller compiles
     warm = settings.measure and not settings.peer_cache_dir
     rest = _plan_builds(problem, settings, scenarios if warm else [], plans)
     try:
@@ -897,13 +873,15 @@ def warm_up(spec: dict[str, Any], conn: Any) -> Prepared | None:
     try:
         while not conn.poll() and next(rest, False):
             pass
+        arrived = time.monotonic()
         device.synchronize()
     except Exception:
         rest = iter(())  # best effort: the evaluation builds what is missing, and reports a broken device
-    finally:
-        device.release_memory()
-    return Prepared(spec["problem"], settings, device, problem, plans, time.monotonic() - started,
-                    rest)
+        arrived = time.monotonic()
+    # The builds' buffers stay with the caching allocator: the first scenario releases them.
+    done = time.monotonic()
+    return Prepared(spec["problem"], settings, device, problem, plans, done - started, rest,
+                    stop_s=done - arrived)
 
 
 def _first_references(problem: Problem, settings: EvalSettings, s: Scenario, device: Device) -> None:
@@ -921,9 +899,13 @@ def _first_references(problem: Problem, settings: EvalSettings, s: Scenario, dev
 def _plan_builds(problem: Problem, settings: EvalSettings, scenarios: Sequence[Scenario],
                  plans: PeerPlans) -> Iterator[bool]:
     """The warm-up's builds, one scenario a step: every peer on the first scenario that has
-    any, then only those that build a plan per shape."""
+    any, then only those that build a plan per shape, from the last scenario backwards. The
+    evaluation builds the plans still missing while each timing queue drains, the next
+    scenario's and more while the queue lasts (ScenarioEvaluator._prepare_upcoming_peers): the
+    suite's long scenarios come first and their queues hide those builds, its decode and ragged
+    ones last, whose short queues hide almost none, so those are the warm-up's to build."""
     first = True
-    for s in scenarios:
+    for s in [*scenarios[:1], *reversed(scenarios[1:])]:
         peers = wanted_peers(problem, settings, s)
         if not first:  # after the first scenario, only what builds a plan per shape
             peers = {k: v for k, v in peers.items() if getattr(v, "plans_per_shape", False)}
@@ -984,6 +966,7 @@ def run_worker(job_dict: dict[str, Any], start: int, conn: Any, spare: bool = Fa
         device = prepared.device if prepared is not None else make_device(job.settings.device)
         mark("device")
         problem = prepared.problem if prepared is not None else get_problem(job.problem)
+        problem.prepare(device.torch_device)
         candidate = problem.load_kernel(job.candidate)
         baseline = problem.load_kernel(job.baseline) if job.baseline else None
         mark("kernels")
@@ -994,6 +977,8 @@ def run_worker(job_dict: dict[str, Any], start: int, conn: Any, spare: bool = Fa
         answers, key_info = _answers_for(job, problem, device, meanwhile)
         if job.answer_key is not None:
             mark("answer_key")  # the wait for the key's last answers
+        harness_kernels = problem.harness_kernels(device.torch_device)
+        mark("harness_kernels")
         rates = _rates_for(device, job.settings)
         mark("rates")
     except Exception as exc:
@@ -1005,6 +990,7 @@ def run_worker(job_dict: dict[str, Any], start: int, conn: Any, spare: bool = Fa
         info["answer_key"] = key_info
     info["spare"] = spare
     info["pid"] = os.getpid()
+    info.update(harness_kernels)
     if rates is not None:
         info["matrix_tflops"], info["copy_gbps"] = rates.matrix_tflops, rates.copy_gbps
     if job.settings.device == "cuda" and job.settings.measure:
@@ -1014,7 +1000,7 @@ def run_worker(job_dict: dict[str, Any], start: int, conn: Any, spare: bool = Fa
         cache = PeerCache(Path(job.settings.peer_cache_dir), job.settings.peer_cache_max_age_s, info,
                           job.settings)
     if prepared is not None:
-        info["warm_up"] = {"seconds": round(prepared.seconds, 2),
+        info["warm_up"] = {"seconds": round(prepared.seconds, 2), "stop_s": round(prepared.stop_s, 3),
                            "scenarios_with_plans": len(plans) if plans is not None else 0}
     evaluator = ScenarioEvaluator(problem, device, candidate, baseline, job.settings, rates, cache,
                                   _baseline_cache(job, info), plans, answers)

@@ -15,11 +15,10 @@ import time
 from harness.compile import cache_dir, compile_kernel
 from harness.evaluate import detect_arch, fill_baseline_cache
 from harness.executor import LocalExecutor
-from harness.problem import KernelSpec
+from harness.job import KernelSpec, WorkerJob
 from harness.problems import get_problem
 from harness.report import PASS, ScenarioResult
 from harness.settings import EvalSettings
-from harness.worker import WorkerJob
 
 
 def main() -> None:

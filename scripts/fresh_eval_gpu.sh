@@ -60,6 +60,7 @@ EOF
 PYTHONPATH=$HERE:$SITE python3 -c "
 import torch
 from harness.attention.fresh import DISTRIBUTIONS, fresh_qkv, write_fresh_qkv
+from harness.attention.fresh_fill import for_device
 from harness.attention.problem import AttentionForward
 from harness.scenario import Scenario
 dev, p = torch.device('cuda'), AttentionForward()
@@ -68,10 +69,10 @@ bad = []
 for seed in (0, 1):
     inputs = p.make_inputs(s, seed, dev)
     for dist in DISTRIBUTIONS:
-        write_fresh_qkv(s, 12345 + seed, dist, inputs, torch.Generator(device=dev))
+        write_fresh_qkv(s, 12345 + seed, dist, inputs, for_device(dev))
         again = fresh_qkv(s, 12345 + seed, dist, dev)
         bad += [(seed, dist)] if not all(torch.equal(a, b) for a, b in zip(again, inputs)) else []
-print('fresh inputs in place equal fresh_qkv on the GPU:', 'yes' if not bad else f'NO {bad}')
+print('fresh inputs in place equal fresh_qkv on the GPU:', 'yes' if not bad else f'NO {bad}', '(' + for_device(dev).why + ')')
 "
 for dir in "$HERE" ${BEFORE:+"$BEFORE"}; do  # each checkout's own shim and flags: no run pays for nvcc
   (cd "$dir" && PYTHONPATH=$dir:$SITE python3 -c "

@@ -26,11 +26,11 @@ from harness.attention.problem import AttentionForward
 from harness.correctness import check_output
 from harness.device import CpuDevice
 from harness.executor import LocalExecutor, Progress
-from harness.problem import KernelSpec
+from harness.job import KernelSpec, WorkerJob
 from harness.report import CRASH, FAIL, PASS
 from harness.scenario import Scenario
 from harness.settings import EvalSettings
-from harness.worker import ScenarioEvaluator, WorkerJob
+from harness.worker import ScenarioEvaluator
 from tests.test_executor import FAST, SCENARIOS
 
 CPU = torch.device("cpu")

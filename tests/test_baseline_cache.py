@@ -11,13 +11,13 @@ from pathlib import Path
 
 from harness.evaluate import fill_baseline_cache
 from harness.executor import LocalExecutor, Progress
+from harness.job import KernelSpec, WorkerJob
 from harness.peer_cache import BaselineCache, baseline_key
-from harness.problem import KernelSpec
 from harness.report import PASS, CompileInfo, EvaluationReport, ScenarioResult, render_geomeans
 from harness.scenario import Scenario
 from harness.settings import EvalSettings
 from harness.timing import TimingSettings
-from harness.worker import WorkerJob, kernel_digest
+from harness.worker import kernel_digest
 
 H200 = {"name": "NVIDIA H200", "capability": "9.0", "sm_count": 132, "torch": "2.11.0+cu130",
         "cuda": "13.0", "cudnn": 91900, "driver": "580.159.04", "pid": 1}

@@ -63,3 +63,24 @@ def test_a_file_that_is_no_database_is_one_line_and_exit_code_1(tmp_path: Path) 
         assert done.returncode == 1, done.stderr
         lines = done.stderr.strip().splitlines()
         assert lines == [f"socratic {argv[0]}: the database cannot be used: file is not a database"], lines
+
+
+def test_the_evaluation_path_of_the_cli_imports_no_torch() -> None:
+    """`socratic eval` compiles before anything else: the modules it runs up to the worker's job
+    (the evaluation, the executor, the compile, the job, the GPU query through the driver) must
+    not import torch, or nvcc would start only once the import ends (seconds)."""
+    code = ("import sys\n"
+            "import harness.cli, harness.evaluate, harness.executor, harness.job, harness.problems\n"
+            "harness.evaluate.detect_arch(); harness.evaluate.gpu_available()\n"
+            "print('torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
+
+def test_the_torch_free_baseline_names_the_problem_s_own() -> None:
+    from harness.attention.problem import AttentionForward
+    from harness.problems import BASELINES, baseline_source
+
+    assert baseline_source("attention-forward") == AttentionForward.baseline_source == BASELINES["attention-forward"]
+    assert baseline_source("attention-forward").is_file()

@@ -23,11 +23,10 @@ import distributed
 
 from harness.cluster import ClusterExecutor, cluster_status, plan_shards, scenario_cost
 from harness.executor import LocalExecutor, Progress
-from harness.problem import KernelSpec
+from harness.job import KernelSpec, WorkerJob
 from harness.report import CRASH, ERROR, PASS, SKIPPED, TIMEOUT
 from harness.scenario import Scenario
 from harness.settings import EvalSettings
-from harness.worker import WorkerJob
 from tests.test_executor import FAST, SCENARIOS
 from tests.test_lifeline import alive, children
 

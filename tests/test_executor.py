@@ -5,12 +5,11 @@ do on a GPU, so poisoning, trials, determinism, tolerance, crashes and hangs are
 from __future__ import annotations
 
 from harness.executor import LocalExecutor, Progress
-from harness.problem import KernelSpec
+from harness.job import KernelSpec, WorkerJob
 from harness.report import CRASH, ERROR, FAIL, PASS, SKIPPED, TIMEOUT, UNSUPPORTED
 from harness.scenario import Scenario
 from harness.settings import EvalSettings
 from harness.timing import TimingSettings
-from harness.worker import WorkerJob
 
 SCENARIOS = [
     Scenario("small-causal", "prefill", 1, 77, 77, 4, 2, 64, causal=True),
@@ -158,8 +157,11 @@ def test_a_spare_process_takes_the_next_job_and_no_process_runs_two_jobs() -> No
     assert [r.status for r in second.results] == [PASS, PASS, PASS]
     assert [r.status for r in third.results] == [CRASH, CRASH, PASS]
     assert third.restarts == 2
-    # Where the setup time went, for the report: device, kernels, rates, persisting-L2 reset.
-    assert set(second.device["setup_phases"]) == {"device", "kernels", "rates", "l2_reset"}
+    # Where the setup time went, for the report: device, kernels, the harness's own kernels
+    # (which implementation makes the fresh inputs: torch operations on the CPU), rates,
+    # persisting-L2 reset.
+    assert set(second.device["setup_phases"]) == {"device", "kernels", "harness_kernels", "rates", "l2_reset"}
+    assert second.device["fresh_inputs"] == "torch operations (CPU backend)"
 
 
 def test_close_ends_the_spare_process_and_a_closed_executor_still_works() -> None:

@@ -22,11 +22,10 @@ from harness.integrity import (
     summarize_activity,
     tail_reason,
 )
-from harness.problem import KernelSpec
+from harness.job import KernelSpec, WorkerJob
 from harness.report import FAIL, PASS, ScenarioResult
 from harness.scenario import Scenario
 from harness.settings import EvalSettings
-from harness.worker import WorkerJob
 from tests.cpu_kernels import _exact
 from tests.test_executor import FAST, SCENARIOS
 
@@ -81,8 +80,10 @@ def test_every_timed_call_gets_new_q_k_and_v_that_its_nonce_reproduces() -> None
         assert len({c.nonce for c in timed.calls}) == 3
 
 
-def test_sampled_rows_of_every_kept_output_are_checked_after_the_calls() -> None:
-    _, bufs, timed = _timed_set(GQA, 0)
+@pytest.mark.parametrize("s", [GQA, Scenario("ragged", "k1", 3, 9, 1, 4, 2, 64, causal=False)],
+                         ids=["gqa", "one-key"])  # one key: its K and V blocks are a single row
+def test_sampled_rows_of_every_kept_output_are_checked_after_the_calls(s: Scenario) -> None:
+    _, bufs, timed = _timed_set(s, 0)
     for _ in range(3):
         timed.before_call()
         bufs.o.copy_(_exact(bufs))
@@ -349,13 +350,18 @@ def test_a_slow_device_tail_is_measured_again_before_it_fails_the_kernel(
         problem, dev, problem.load_kernel(KernelSpec("correct", "python", "tests.cpu_kernels:correct")),
         None, EvalSettings(device="cpu", peers=(), timing=FAST), None,
     )
+
+    def sampled_and_decided() -> None:  # as the worker does after the timing loop
+        call = lambda: None  # noqa: E731
+        ev._decide_tail(call, [dev.stream_tail(call) for _ in range(TAIL_CALLS)])
+
     if outcome == "fails":
         from harness.worker import KernelFailure
 
         with pytest.raises(KernelFailure, match=r"hidden work: the device stayed busy 3.000 ms"):
-            ev._check_stream_tail(lambda: None)
+            sampled_and_decided()
     else:
-        ev._check_stream_tail(lambda: None)
+        sampled_and_decided()
         assert ev.tail_notes == ([] if outcome == "clean" else [
             "re-measured device tail: 0.800 ms after the harness stream on 3 call(s), 0.000 ms on 6 more"])
     assert dev.tails_read == calls

@@ -18,9 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # so its worker process is busy (in the kernel) when the executor dies.
 EXECUTOR = """
 from harness.executor import LocalExecutor
-from harness.problem import KernelSpec
+from harness.job import KernelSpec
 from harness.settings import EvalSettings
-from harness.worker import WorkerJob
+from harness.job import WorkerJob
 from tests.test_executor import FAST, SCENARIOS
 
 job = WorkerJob("attention-forward", KernelSpec("hang", "python", "tests.cpu_kernels:hang_on_causal"),

@@ -13,12 +13,11 @@ from app.kernel_names import kernel_path
 from app.models import CUDA, PYTHON_CPU
 from harness.cluster import ClusterExecutor
 from harness.executor import Executor, LocalExecutor, ProgressFn
-from harness.problem import KernelSpec
+from harness.job import KernelSpec, WorkerJob
 from harness.report import EvaluationReport
 from harness.scenario import Scenario
 from harness.settings import EvalSettings
 from harness.timing import TimingSettings
-from harness.worker import WorkerJob
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PYTHON_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")

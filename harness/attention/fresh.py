@@ -2,13 +2,15 @@
 
 Before each candidate call of the timing loop an input set's Q, K and V are rewritten in place
 (the addresses the kernel saw) with new random contents: a 62-bit nonce drawn from the
-operating system's random source seeds the generator, the distribution (normal, large logits,
-shifted uniform) and the softmax scale are drawn too, all outside the timed region. Nothing a
-kernel saw before determines them. The set's output of each call is kept (a device copy,
-outside the timed region). After the calls, rows (batch, query head, query) are chosen from
-the same random source, so the kernel cannot know them while it runs; the call's inputs are
-regenerated from its nonce and those rows are checked against fp32 and bf16 references with
-the correctness rule (2x the bf16 reference's error on those rows + the rounding floor).
+operating system's random source keys a counter-based generator (fresh_fill.py), the
+distribution (normal, large logits, shifted uniform) and the softmax scale are drawn too, all
+outside the timed region. Nothing a kernel saw before determines them. The set's output of each
+call is kept (a device copy, outside the timed region). After the calls, rows (batch, query
+head, query) are chosen from the same random source, so the kernel cannot know them while it
+runs; only the inputs those rows read (their query rows, their (batch, kv head) blocks of K and
+V) are made again from the call's nonce, and the rows are checked against fp32 and bf16
+references with the correctness rule (2x the bf16 reference's error on those rows + the
+rounding floor).
 
 A wrong timed output is explained when it can be: equal to an earlier answer (a replay),
 each sampled row a multiple of a row of an earlier answer (a transformed replay), the answer
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import math
 import random
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +29,7 @@ from typing import Any
 import torch
 
 from harness.attention.fields import default_scale, timed_scale
+from harness.attention.fresh_fill import CallTable, FreshFill, Logical, for_device
 from harness.attention.reference import attention_rows_reference, chunk_bytes_for
 from harness.correctness import check_output, tolerance_tensor
 from harness.problem import TimedInputs
@@ -55,51 +59,27 @@ def draw(shape: tuple[int, ...], kind: str, dist: str, gen: torch.Generator,
     return t
 
 
-def draw_into(t: torch.Tensor, kind: str, dist: str, gen: torch.Generator) -> None:
-    """draw() written in place into a contiguous bf16 tensor: the same values for the same
-    generator state (torch.randn and torch.rand are an empty tensor's normal_ and uniform_;
-    each in-place step rounds to bf16 as its out-of-place twin does), without the temporary
-    and the copy."""
-    if dist == "uniform-shifted":
-        t.uniform_(0.0, 1.0, generator=gen)
-        t.mul_(2.0)
-        if kind != "v":
-            t.sub_(0.75)
-        return
-    t.normal_(0.0, 1.0, generator=gen)
-    if dist == "large-logits" and kind in ("q", "k"):
-        t.mul_(4.0)
-    if kind == "v":
-        t.add_(0.5)
-
-
-def _shapes(s: Scenario) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    b, sq, sk, hq, hkv, d = s.batch, s.seqlen_q, s.seqlen_k, s.heads_q, s.heads_kv, s.head_dim
-    return (b, sq, hq, d), (b, sk, hkv, d)
+def logical(s: Scenario) -> tuple[Logical, Logical]:
+    """The logical [B, S, H, D] shapes of Q (and of O), and of K and V."""
+    return (Logical(s.batch, s.seqlen_q, s.heads_q, s.head_dim),
+            Logical(s.batch, s.seqlen_k, s.heads_kv, s.head_dim))
 
 
 def fresh_qkv(s: Scenario, nonce: int, dist: str, device: torch.device) -> list[torch.Tensor]:
-    """Contiguous Q, K, V for a nonce; the same nonce gives the same values again."""
-    gen = torch.Generator(device=device)
-    gen.manual_seed(nonce)
-    q_shape, kv_shape = _shapes(s)
-    return [draw(q_shape, "q", dist, gen, device), draw(kv_shape, "k", dist, gen, device),
-            draw(kv_shape, "v", dist, gen, device)]
+    """Contiguous Q, K, V of a nonce, whole; the same nonce gives the same values again."""
+    fill = for_device(device)
+    q_shape, kv_shape = logical(s)
+    return [fill.full(q_shape, nonce, "q", dist, device), fill.full(kv_shape, nonce, "k", dist, device),
+            fill.full(kv_shape, nonce, "v", dist, device)]
 
 
 def write_fresh_qkv(s: Scenario, nonce: int, dist: str, dsts: Sequence[torch.Tensor],
-                    gen: torch.Generator) -> None:
-    """fresh_qkv(s, nonce, dist) written into Q, K, V in place: a contiguous destination gets
-    its values drawn where it lies, a strided one (K and V interleaved in one buffer) through a
-    contiguous temporary, in the same order from the same generator, so the nonce reproduces
-    them with fresh_qkv."""
-    gen.manual_seed(nonce)
-    q_shape, kv_shape = _shapes(s)
+                    fill: FreshFill) -> None:
+    """fresh_qkv(s, nonce, dist) written into Q, K, V in place, whatever their strides (K and V
+    interleaved in one buffer included): one launch a tensor on a GPU."""
+    q_shape, kv_shape = logical(s)
     for dst, kind, shape in zip(dsts, ("q", "k", "v"), (q_shape, kv_shape, kv_shape), strict=True):
-        if dst.is_contiguous():
-            draw_into(dst, kind, dist, gen)
-        else:
-            dst.copy_(draw(shape, kind, dist, gen, dst.device))
+        fill.fill(dst, shape, nonce, kind, dist)
 
 
 def changed_keys(seqlen_k: int, gen: torch.Generator, device: torch.device) -> torch.Tensor:
@@ -155,7 +135,7 @@ class AttentionTimedInputs(TimedInputs):
         self.validated = buffers.o.clone()
         self.calls: list[TimedCall] = []
         self.pending: TimedCall | None = None
-        self.gen = torch.Generator(device=self.device)  # reseeded with each call's nonce
+        self.fill = for_device(self.device)
 
     # -- the timing loop -------------------------------------------------------------------
 
@@ -164,7 +144,7 @@ class AttentionTimedInputs(TimedInputs):
         nonce = self.rng.getrandbits(62)
         dist = self.rng.choice(DISTRIBUTIONS)
         scale = timed_scale(self.s, self.rng)
-        write_fresh_qkv(self.s, nonce, dist, (self.q, self.k, self.v), self.gen)
+        write_fresh_qkv(self.s, nonce, dist, (self.q, self.k, self.v), self.fill)
         self.bufs.scale = scale
         self.counter[0] += 1
         self.pending = TimedCall(self.counter[0], self.set_no, nonce, dist, scale)
@@ -213,14 +193,6 @@ class AttentionTimedInputs(TimedInputs):
                                      seqlen_q=s.seqlen_q, compute_dtype=dtype)
             for dtype in (torch.float32, torch.bfloat16)
         )
-
-    def gather(self, c: TimedCall, rows: Rows) -> list[torch.Tensor]:
-        """The call's inputs regenerated from its nonce, cut to the chosen rows: Q rows
-        [n, r, d], the blocks' K and V [n, seqlen_k, d], and the output's rows [n, r, d]."""
-        assert c.out is not None
-        q, k, v = fresh_qkv(self.s, c.nonce, c.dist, self.device)
-        return [rows.take(q), k[rows.batch, :, rows.kv_head], v[rows.batch, :, rows.kv_head],
-                rows.take(c.out)]
 
     def probe(self) -> str | None:
         """In one (batch, kv head) block (not the first when there are several), a random half
@@ -367,33 +339,50 @@ def measure_calls(
     by_set: dict[int, AttentionTimedInputs], calls: Sequence[TimedCall]
 ) -> tuple[list[Rows], list[list[float]]]:
     """For each call (in order): the rows chosen now and [max error, tolerance, non-finite] on
-    them. Rows are drawn per call as before; the references of many calls are computed in one
-    batch (sized to the device) with each call's own softmax_scale, and the device is
-    synchronized once for the whole scenario."""
+    them. Rows are drawn per call as before; per batch of calls (sized to the device's
+    reference chunk) one upload carries the calls' nonces, distributions, scales, kept outputs'
+    addresses and rows, the inputs those rows read are made again from the nonces (FreshFill:
+    the query rows, and each chosen (batch, kv head) block of K and V), the outputs' rows are
+    cut, and the references of every call are computed at once with each call's own
+    softmax_scale; the device is synchronized once for the whole scenario."""
     if not calls:
         return [], []
     owner0 = by_set[calls[0].set_no]
-    dev = owner0.device
-    per_chunk = _calls_per_chunk(owner0.s, dev)
+    dev, s, fill = owner0.device, owner0.s, owner0.fill
+    q_shape, kv_shape = logical(s)
+    per_chunk = _calls_per_chunk(s, dev)
     all_rows: list[Rows] = []
     stats: list[torch.Tensor] = []
     for c0 in range(0, len(calls), per_chunk):
         chunk = calls[c0:c0 + per_chunk]
-        packed = torch.tensor([by_set[c.set_no].draw_rows() for c in chunk], device=dev)
+        m = len(chunk)
+        drawn = [by_set[c.set_no].draw_rows() for c in chunk]
+        flat = [x for c in chunk for x in (*CallTable.columns(c.nonce, c.dist, c.out),
+                                           _float_bits(c.scale))]
+        flat += [x for call in drawn for block in call for x in block]
+        uploaded = torch.tensor(flat, dtype=torch.int64, device=dev)
+        table = uploaded[:4 * m].view(m, 4)
+        table_calls = CallTable.from_columns(table[:, :3])
+        scale = table[:, 3].to(torch.int32).view(torch.float32)
+        packed = uploaded[4 * m:].view(m, len(drawn[0]), -1)  # [m, n, 2 + 2r]
+        n, r = packed.shape[1], (packed.shape[2] - 2) // 2
         rows = [rows_of(p) for p in packed]
-        parts = [by_set[c.set_no].gather(c, x) for c, x in zip(chunk, rows, strict=True)]
-        q, k, v, out = (torch.cat([p[i] for p in parts]) for i in range(4))  # [C*n, ...]
-        n = parts[0][0].shape[0]
-        scale = torch.tensor([c.scale for c in chunk], dtype=torch.float32, device=dev)
-        scale = scale.repeat_interleave(n).view(-1, 1, 1)
-        queries = torch.cat([x.queries for x in rows])
-        s = owner0.s
+        call = torch.arange(m, device=dev).view(m, 1, 1).expand(m, n, r)
+        batch = packed[:, :, :1].expand(m, n, r)
+        queries = packed[:, :, 2 + r:]
+        q_desc = torch.stack([call, batch, queries, packed[:, :, 2:2 + r]], dim=-1).view(-1, 4)
+        kv_desc = torch.stack([call[:, :, 0], batch[:, :, 0], torch.zeros_like(batch[:, :, 0]),
+                               packed[:, :, 1]], dim=-1).view(-1, 4)
+        q = fill.rows(q_desc, table_calls, q_shape, "q").view(m * n, r, -1)
+        k = fill.blocks(kv_desc, table_calls, kv_shape, "k")
+        v = fill.blocks(kv_desc, table_calls, kv_shape, "v")
+        out = fill.take(q_desc, table_calls, [_kept(c) for c in chunk], q_shape)
+        per_row_scale = scale.repeat_interleave(n).view(-1, 1, 1)
         ref32, ref16 = (
-            attention_rows_reference(q, k, v, queries, causal=s.causal, scale=scale,
-                                     seqlen_q=s.seqlen_q, compute_dtype=dtype)
+            attention_rows_reference(q, k, v, queries.reshape(m * n, r), causal=s.causal,
+                                     scale=per_row_scale, seqlen_q=s.seqlen_q, compute_dtype=dtype)
             for dtype in (torch.float32, torch.bfloat16)
         )
-        m = len(chunk)
         outf = out.float().view(m, -1)
         r32 = ref32.view(m, -1)
         err = torch.nan_to_num((outf - r32).abs().max(dim=1).values, nan=float("inf"))
@@ -402,6 +391,17 @@ def measure_calls(
         stats.append(torch.stack([err, tol, bad], dim=1))
         all_rows.extend(rows)
     return all_rows, torch.cat(stats).tolist()
+
+
+def _kept(c: TimedCall) -> torch.Tensor:
+    if c.out is None:
+        raise ValueError(f"timed call {c.number} kept no output to check")
+    return c.out
+
+
+def _float_bits(x: float) -> int:
+    """An fp32's bits as an integer (the scale travels in the int64 upload)."""
+    return int.from_bytes(struct.pack("<f", x), "little", signed=True)
 
 
 def _explain(

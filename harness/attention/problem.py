@@ -19,11 +19,13 @@ from harness.attention.abi import (
 )
 from harness.attention.fields import default_scale, trial_scale
 from harness.attention.fresh import DISTRIBUTIONS, AttentionTimedInputs, draw, timed_reason
+from harness.attention.fresh_fill import for_device, start_build
 from harness.attention.peers import peers_for, unavailable_peers
 from harness.attention.reference import attention_reference
 from harness.attention.suite import default_suite
-from harness.compile import KERNELS_DIR
-from harness.problem import KernelSpec, LoadedKernel, Peer, Problem, TimedInputs
+from harness.compile import KERNELS_DIR, arch_for_capability
+from harness.job import KernelSpec
+from harness.problem import LoadedKernel, Peer, Problem, TimedInputs
 from harness.scenario import Scenario
 
 BF16_BYTES = 2
@@ -122,6 +124,13 @@ class AttentionForward(Problem):
         peer_buffers.k.copy_(source.k)
         peer_buffers.v.copy_(source.v)
         peer_buffers.scale = source.scale
+
+    def prepare(self, device: torch.device) -> None:
+        if device.type == "cuda":
+            start_build(arch_for_capability(*torch.cuda.get_device_capability(device)))
+
+    def harness_kernels(self, device: torch.device) -> dict[str, Any]:
+        return {"fresh_inputs": for_device(device).why}
 
     def timed_inputs(
         self, s: Scenario, set_index: int, inputs: list[torch.Tensor], buffers: Any,
