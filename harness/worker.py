@@ -801,6 +801,10 @@ class Prepared:
     seconds: float
     rest: Iterator[bool] = field(default_factory=lambda: iter(()))  # builds the job cut short
     stop_s: float = 0.0  # from the job's arrival (seen between two builds) to the warm-up's return
+    # The last build before the job was seen: a job that arrives during a build waits for it
+    # (a build slowed by the answer key's work on the same GPU is the suspect of stop 43's
+    # unexplained second of setup; docs/harness.md, the ninth pass).
+    last_build_s: float = 0.0
 
     def build_next(self) -> bool:
         """One more of the warm-up's plan builds; False when none is left (or one failed)."""
@@ -870,9 +874,13 @@ def warm_up(spec: dict[str, Any], conn: Any) -> Prepared | None:
             _first_references(problem, settings, s, device)
     except Exception:
         pass  # best effort: the first check then pays for it, as before
+    last_build = 0.0
     try:
-        while not conn.poll() and next(rest, False):
-            pass
+        while not conn.poll():
+            began = time.monotonic()
+            if not next(rest, False):
+                break
+            last_build = time.monotonic() - began
         arrived = time.monotonic()
         device.synchronize()
     except Exception:
@@ -881,7 +889,7 @@ def warm_up(spec: dict[str, Any], conn: Any) -> Prepared | None:
     # The builds' buffers stay with the caching allocator: the first scenario releases them.
     done = time.monotonic()
     return Prepared(spec["problem"], settings, device, problem, plans, done - started, rest,
-                    stop_s=done - arrived)
+                    stop_s=done - arrived, last_build_s=last_build)
 
 
 def _first_references(problem: Problem, settings: EvalSettings, s: Scenario, device: Device) -> None:
@@ -1001,6 +1009,7 @@ def run_worker(job_dict: dict[str, Any], start: int, conn: Any, spare: bool = Fa
                           job.settings)
     if prepared is not None:
         info["warm_up"] = {"seconds": round(prepared.seconds, 2), "stop_s": round(prepared.stop_s, 3),
+                           "last_build_s": round(prepared.last_build_s, 3),
                            "scenarios_with_plans": len(plans) if plans is not None else 0}
     evaluator = ScenarioEvaluator(problem, device, candidate, baseline, job.settings, rates, cache,
                                   _baseline_cache(job, info), plans, answers)

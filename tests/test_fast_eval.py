@@ -595,6 +595,7 @@ def test_a_warm_up_calls_every_peer_once_then_builds_plans_from_the_end_until_th
     suite = [Scenario(f"s{i}", "x", 1, 20 + i, 40, 4, 2, 32, causal=True) for i in range(5)]
     prepared = _warm(monkeypatch, log, suite, PollAfter(3))
     assert prepared is not None and prepared.seconds >= 0 and 0 <= prepared.stop_s <= prepared.seconds
+    assert 0 < prepared.last_build_s <= prepared.seconds  # the build the job may have waited for
     # First use of every peer on the first scenario, the plain one on both layouts, the one that
     # builds a plan on the layout it runs every input set in; then only that peer, from the last
     # scenario backwards (the suite's short scenarios, whose queues hide no builds, are last);
