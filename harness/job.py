@@ -1,7 +1,6 @@
 """What a worker is sent, free of torch: where a kernel comes from (KernelSpec) and the job
 (WorkerJob: problem, kernels, scenarios, settings, where its answer key listens). The CLI, the
-executors and the cluster build and ship jobs without importing torch; the worker
-(harness/worker.py) and the problems (harness/problem.py) re-export both names."""
+executors and the cluster build and ship jobs without importing torch."""
 
 from __future__ import annotations
 
@@ -27,7 +26,6 @@ class KernelSpec:
     @classmethod
     def from_dict(cls, d: dict[str, str]) -> KernelSpec:
         return cls(label=d["label"], kind=d["kind"], target=d["target"])
-
 
 
 @dataclass

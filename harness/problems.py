@@ -11,7 +11,8 @@ from harness.compile import KERNELS_DIR
 if TYPE_CHECKING:  # this module stays free of torch: the CLI names a problem's baseline with it
     from harness.problem import Problem
 
-# Each problem's naive baseline (Problem.baseline_source; tests/test_cli.py checks they agree).
+# Each problem's naive baseline, as its Problem.baseline_source names it (tests/test_cli_startup.py
+# checks that they agree: the problem's own module imports torch, this one may not).
 BASELINES = {"attention-forward": KERNELS_DIR / "attention" / "baseline.cu"}
 
 

@@ -357,7 +357,7 @@ def measure_calls(
         chunk = calls[c0:c0 + per_chunk]
         m = len(chunk)
         drawn = [by_set[c.set_no].draw_rows() for c in chunk]
-        flat = [x for c in chunk for x in (*CallTable.columns(c.nonce, c.dist, c.out),
+        flat = [x for c in chunk for x in (*CallTable.columns(c.nonce, c.dist, _kept(c)),
                                            _float_bits(c.scale))]
         flat += [x for call in drawn for block in call for x in block]
         uploaded = torch.tensor(flat, dtype=torch.int64, device=dev)

@@ -85,20 +85,14 @@ def values(key: torch.Tensor, pairs: torch.Tensor, kind: int, dist: torch.Tensor
     r = torch.sqrt(-2.0 * torch.log(u1.double())).to(torch.float32)
     x = r * torch.cos(angle).to(torch.float32)
     y = r * torch.sin(angle).to(torch.float32)
+    codes = torch.as_tensor(dist, device=pairs.device).unsqueeze(-1)  # against the pairs' last dimension
     if kind == KINDS["v"]:
         x, y = x + 0.5, y + 0.5
-    if isinstance(dist, int):
-        if dist == DISTS["uniform-shifted"]:
-            x, y = ua, ub
-        elif dist == DISTS["large-logits"] and kind != KINDS["v"]:
-            x, y = x * 4.0, y * 4.0
-    else:  # a code per row: [..., 1] against the pairs' last dimension
-        codes = dist.unsqueeze(-1)
-        if kind != KINDS["v"]:
-            wide = codes == DISTS["large-logits"]
-            x, y = torch.where(wide, x * 4.0, x), torch.where(wide, y * 4.0, y)
-        uniform = codes == DISTS["uniform-shifted"]
-        x, y = torch.where(uniform, ua, x), torch.where(uniform, ub, y)
+    else:
+        wide = codes == DISTS["large-logits"]
+        x, y = torch.where(wide, x * 4.0, x), torch.where(wide, y * 4.0, y)
+    uniform = codes == DISTS["uniform-shifted"]
+    x, y = torch.where(uniform, ua, x), torch.where(uniform, ub, y)
     return torch.stack([x, y], dim=-1).flatten(-2).to(torch.bfloat16)
 
 
@@ -205,11 +199,11 @@ class CallTable:
     sources: torch.Tensor  # int64 addresses
 
     @staticmethod
-    def columns(nonce: int, dist: str, out: torch.Tensor | None) -> list[int]:
+    def columns(nonce: int, dist: str, out: torch.Tensor) -> list[int]:
         """The three int64 columns of one call, for a table uploaded with other integers."""
-        if out is not None and not out.is_contiguous():
+        if not out.is_contiguous():
             raise ValueError("a kept output must be contiguous")
-        return [_signed(nonce), DISTS[dist], out.data_ptr() if out is not None else 0]
+        return [_signed(nonce), DISTS[dist], out.data_ptr()]
 
     @classmethod
     def from_columns(cls, table: torch.Tensor) -> CallTable:
