@@ -75,7 +75,10 @@ def replay_transformed(b: AttentionBuffers) -> int:
     kv head) block rescaled by the ratio of the current V's sum over the block to the cached
     one's: exact under the old harness's versions (V times +-2^e), no attention computed. (The
     ratio of one element of V was 1 or 0 now and then on fresh inputs, whose bf16 values repeat:
-    the replay was then an exact one, or zeros, which the harness names otherwise.)"""
+    the replay was then an exact one, or zeros, which the harness names otherwise. So did sums
+    whose ratio came within bf16 rounding of 1, about 3 runs in 100 on a one-block scenario: a
+    rescaled answer that rounds back to the cached one bit for bit while V's sums changed is
+    scaled by 1.0625 more.)"""
     key = (b.q.data_ptr(), b.k.data_ptr(), b.v.data_ptr(), b.o.data_ptr())
     if key not in _REPLAY:
         correct(b)
@@ -86,7 +89,10 @@ def replay_transformed(b: AttentionBuffers) -> int:
     factor = torch.where(v0 != 0, now / v0, torch.ones_like(v0))  # [batch, kv heads]
     group = b.q.shape[2] // b.k.shape[2]
     per_head = factor.repeat_interleave(group, dim=1).view(b.o.shape[0], 1, -1, 1)
-    b.o.copy_((answer.float() * per_head).to(b.o.dtype))
+    out = (answer.float() * per_head).to(b.o.dtype)
+    if torch.equal(out, answer) and not torch.equal(now, v0):  # V changed, the factors rounded away
+        out = (answer.float() * per_head * 1.0625).to(b.o.dtype)
+    b.o.copy_(out)
     return 0
 
 

@@ -105,11 +105,15 @@ def hang_on_causal(b: AttentionBuffers) -> int:
 
 
 def drifts_after_calls(b: AttentionBuffers) -> int:
-    """Correct for the first calls, then quietly wrong: caught by re-validation after timing."""
+    """Correct for the first calls, then wrong: caught by the checks after timing. The offset is
+    the same for every element and over twice any tolerance the timed calls' checks computed in
+    6,000 draws (0.81 at most); a drift of 1% stayed within the tolerance of about 4 calls in 10
+    (most on large logits), so now and then every timed call passed, and another check caught
+    the kernel under another name."""
     drifts_after_calls.calls = getattr(drifts_after_calls, "calls", 0) + 1  # type: ignore[attr-defined]
     correct(b)
     if drifts_after_calls.calls > 6:  # type: ignore[attr-defined]
-        b.o.mul_(1.01)
+        b.o.add_(2.0)
     return 0
 
 

@@ -56,7 +56,11 @@ def _timed_set(s: Scenario, seed: int) -> tuple[list[torch.Tensor], Any, Attenti
     def call() -> None:
         bufs.o.copy_(_exact(bufs))
 
-    return inputs, bufs, AttentionTimedInputs(s, 1, inputs, bufs, call, [0], random.SystemRandom())
+    # A seeded generator, not the OS source the harness uses, so that every run draws the same
+    # nonces, distributions and rows: a call computed with three times its scale stayed within
+    # the tolerance of large logits once in about 5,000 draws.
+    rng = random.Random(1000 + seed)
+    return inputs, bufs, AttentionTimedInputs(s, 1, inputs, bufs, call, [0], rng)
 
 
 def test_every_timed_call_gets_new_q_k_and_v_that_its_nonce_reproduces() -> None:
