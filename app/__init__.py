@@ -1,17 +1,18 @@
 """The Socratic server: sessions, steering, agents, pages and the JSON API.
 
-Start here (docs/server.md has the full module table and the import directions):
-  web/app.py          the application; web/deps.py what routes receive (act / wake / read back)
-  runner/             one session's loop, the candidate pipeline, the runner's persisted state
-  tools/              every agent tool, defined once, and the dispatch all agents go through
-  agents/             the agent interface and its backends (scripted, claude, offline, mcp)
-  sessions.py         what every action does to the database; new_session.py creates one
-  steering/           the judge, the goal, triggers, suggestions, the question bank's adapter
-  audit/              trace export/import and the audit pages
-  campaigns/          several agents, one budget and one board; the campaign judge; evolution
-  settings.py         the one settings object; db.py the database (open_database); events.py the log
-  models.py           tables; schemas.py what the API accepts and returns; context.py the services
-  cli.py              `socratic`; serve.py (serve, db), bank_cli.py (bank), audit/cli.py (trace)
+Its folders are its layers, top to bottom; each imports only from those below it
+(tests/app/test_import_graph.py checks this, docs/server.md has every module):
 
-Imports run downward: web -> runner -> tools -> domain -> question_bank, harness; agents
-never import the runner; harness and question_bank never import app."""
+  faces/      what people and programs talk to: web/ (pages, JSON API, websockets), mcp.py,
+              commands/ (`socratic`, also `python -m app`)
+  engine/     what runs: agents/, the tool table (tools/), the candidate pipeline, session
+              runners (runner/), campaigns, and engine.py, the one object that starts it all
+  services/   what the server holds while it runs: the device queue, the evaluator (this
+              machine or a cluster), ServerContext
+  domain/     the rules, no processes or GPUs: session states and actions, steering, the
+              after-verdict routine, audits, campaigns' board and judge
+  store/      what is kept: every table, the database and its migrations, the event log,
+              the input limits
+  settings.py the one settings object, under every layer
+
+Below app/: question_bank/ and harness/, which never import app/."""

@@ -14,6 +14,8 @@ from typing import Any
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# The checkout the server runs from: templates, static files, kernels (app/ is one level down).
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 
 
@@ -42,7 +44,7 @@ def anthropic_api_key() -> str | None:
 
 
 class Settings(BaseSettings):
-    """Every knob of the server. docs/server.md lists them; tests/test_settings_documented.py
+    """Every knob of the server. docs/server.md lists them; tests/app/test_docs_and_migrations.py
     checks that the list is complete."""
 
     model_config = SettingsConfigDict(env_prefix="SOCRATIC_", extra="ignore")
@@ -55,6 +57,10 @@ class Settings(BaseSettings):
     )
     token: SecretStr | None = Field(
         default=None, description="shared secret for pages, API and websockets; required off loopback"
+    )
+    token_file: Path | None = Field(
+        default=None, description="a file holding the token (its first line): keeps it out of the environment "
+                                  "and off the command line, where `ps` shows it to every user of the machine"
     )
     allow_python_candidates: bool = Field(
         default=False,
@@ -99,7 +105,27 @@ class Settings(BaseSettings):
         description="largest trace file that `trace import` and the import page accept (413 beyond)",
     )
     login_attempts_per_minute: int = Field(
-        default=10, ge=1, le=10_000, description="wrong tokens /login accepts per client address a minute (429 then)"
+        default=10, ge=1, le=10_000,
+        description="wrong credentials a client address may present a minute, whatever the door (the Bearer "
+                    "header, the cookie, a websocket, /login, /mcp); then 429 or close 1008 for that address",
+    )
+    forwarded_allow_ips: tuple[str, ...] = Field(
+        default=(),
+        description="addresses of reverse proxies whose X-Forwarded-For and X-Forwarded-Proto are believed, "
+                    "as a JSON list ([\"127.0.0.1\"]); empty: every client is its connection's address",
+    )
+    cookie_max_age_s: float = Field(
+        default=7 * 24 * 3600.0, ge=60, le=365 * 24 * 3600.0,
+        description="how long a sign-in cookie is valid; one past half its life is reissued",
+    )
+    websockets_per_client: int = Field(
+        default=16, ge=1, le=10_000, description="open websockets per client address; more are closed (1013)"
+    )
+    body_timeout_s: float = Field(
+        default=30.0, gt=0, le=3600, description="a request body must arrive within this many seconds (408 then)"
+    )
+    mcp_sessions_max: int = Field(
+        default=64, ge=1, le=100_000, description="open MCP sessions (outside agents connected); more get 429"
     )
     log_level: str = Field(default="info", description="uvicorn log level")
     bank_semantic_search: bool = Field(
@@ -109,10 +135,18 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _refuse_unsafe(self) -> Settings:
+        if self.token_file is not None and not self.token_value:
+            try:
+                lines = self.token_file.read_text().splitlines()
+            except OSError as exc:
+                raise ValueError(f"the token file {self.token_file} cannot be read: {exc.strerror}") from exc
+            if not lines or not lines[0].strip():
+                raise ValueError(f"the token file {self.token_file} is empty")
+            self.token = SecretStr(lines[0].strip())
         if not is_loopback(self.host) and not self.token_value:
             raise ValueError(
                 f"binding to {self.host} exposes the server beyond this machine; set SOCRATIC_TOKEN "
-                "(or --token) to a secret, or bind to 127.0.0.1"
+                "(or SOCRATIC_TOKEN_FILE / --token-file) to a secret, or bind to 127.0.0.1"
             )
         return self
 
@@ -138,7 +172,8 @@ class Settings(BaseSettings):
         """The environment (SOCRATIC_*) first, command-line flags over it."""
         overrides: dict[str, Any] = {}
         for flag, key in (("host", "host"), ("port", "port"), ("db", "db_url"), ("data_dir", "data_dir"),
-                          ("token", "token"), ("cluster", "cluster")):
+                          ("token", "token"), ("token_file", "token_file"), ("cluster", "cluster"),
+                          ("forwarded_allow_ips", "forwarded_allow_ips")):
             value = getattr(args, flag, None)
             if value is not None:
                 overrides[key] = value

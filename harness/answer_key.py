@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     import torch
 
     from harness.correctness import Check
-    from harness.problem import Problem
+    from harness.problem_interface import Problem
     from harness.scenario import Scenario
     from harness.settings import EvalSettings
 
@@ -229,7 +229,7 @@ def serve(conn: Any, parent: int, address: str, authkey: bytes) -> None:
     import torch
     import torch.multiprocessing
 
-    import harness.attention.problem  # noqa: F401  (the import is the point: before the spec)
+    import harness.attention.forward  # noqa: F401  (the import is the point: before the spec)
 
     try:
         msg = conn.recv()
@@ -237,7 +237,7 @@ def serve(conn: Any, parent: int, address: str, authkey: bytes) -> None:
         return
     if msg[0] != "key":
         return
-    from harness.problems import get_problem
+    from harness.problem_registry import get_problem
     from harness.scenario import Scenario
     from harness.settings import EvalSettings
 

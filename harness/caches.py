@@ -28,7 +28,7 @@ def keep_bytecode(probe: str = PROBE_PACKAGE) -> Path | None:
     otherwise compile every module from its source in every process. The GPU machine's image
     sets PYTHONDONTWRITEBYTECODE=1 and ships torch without bytecode: `import torch` took 5.1-7.9 s
     there, the worker's imports (fa3-fwd's first use pulls in torch._dynamo) 10-12 s, in every
-    new process (docs/harness.md, "Toward 30 s: the sixth pass"). Called first by the
+    new process (docs/lab/2026-12-03-harness-pass-6-bytecode.md). Called first by the
     command-line entry points; the environment it sets reaches the worker processes they start.
     SOCRATIC_BYTECODE_CACHE=0 (or false, no, off) turns it off. Returns the folder, or None
     where it changed nothing: bytecode already beside the probe package's sources (or Python

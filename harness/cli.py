@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -38,7 +39,7 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
     chosen = _select(args)
     if args.json:
         from harness.attention.fields import describe_scales
-        from harness.attention.problem import attention_flops, attention_min_bytes
+        from harness.attention.forward import attention_flops, attention_min_bytes
 
         rows = [
             {**s.to_dict(), "flops": attention_flops(s), "bytes": attention_min_bytes(s),
@@ -124,16 +125,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace, source: Path, local: LocalExecutor | None) -> int:
+    report = _evaluated(args, source, local)
+    return report if isinstance(report, int) else print_report(report, args.json)
+
+
+def _evaluated(args: argparse.Namespace, source: Path, local: LocalExecutor | None) -> EvaluationReport | int:
+    """`socratic eval`'s evaluation (also `socratic profile`'s): the report, or an exit code."""
     from harness.evaluate import evaluate_source, gpu_available
 
     if args.device == "cuda" and not args.cluster and not gpu_available():
-        print("socratic eval: no CUDA GPU is available on this machine; run it where "
+        print(f"socratic {args.command}: no CUDA GPU is available on this machine; run it where "
               "`python -c 'import torch; print(torch.cuda.is_available())'` prints True",
               file=sys.stderr)
         return 3
     scenarios = _select(args)
     if not scenarios:
-        print("socratic eval: no scenario matches the --suite/--filter given", file=sys.stderr)
+        print(f"socratic {args.command}: no scenario matches the --suite/--filter given", file=sys.stderr)
         return 2
     from harness.settings import EvalSettings
 
@@ -168,7 +175,83 @@ def _eval(args: argparse.Namespace, source: Path, local: LocalExecutor | None) -
         if cluster is not None:
             cluster.close()
     bar.close()
-    return print_report(report, args.json)
+    return report
+
+
+PYTHON_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    """Evaluate a kernel as `eval` does (same executor, same isolation), or read a report JSON,
+    then print its profile (harness/profile.py). The verdict is the evaluation's, unchanged."""
+    from harness.profile import parse_ncu_csv, profile_report, render_profile
+
+    ncu: dict[str, dict[str, object]] = {}
+    for item in args.ncu or []:
+        where, _, path = item.partition("=")
+        category, _, scenario = where.partition(":")
+        if not path or not Path(path).is_file():
+            print(f"socratic profile: --ncu takes CATEGORY[:SCENARIO]=DETAILS.csv, got {item!r}", file=sys.stderr)
+            return 2
+        ncu[category] = {"scenario": scenario, "metrics": parse_ncu_csv(Path(path).read_text())}
+    report = _report_to_profile(args)
+    if isinstance(report, int):
+        return report
+    profile = profile_report(report, ncu=ncu)
+    print(render_profile(profile))
+    if args.json:
+        Path(args.json).write_text(json.dumps(profile.to_dict(), indent=1, allow_nan=False))
+        print(f"profile written to {args.json}", file=sys.stderr)
+    return 0 if report.all_passed else 1
+
+
+def _report_to_profile(args: argparse.Namespace) -> EvaluationReport | int:
+    target = args.kernel
+    if target.endswith(".json"):
+        try:
+            return EvaluationReport.from_dict(json.loads(Path(target).read_text()))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"socratic profile: {target} is not a readable evaluation report: {exc}", file=sys.stderr)
+            return 2
+    if PYTHON_TARGET.match(target) and not Path(target).exists():
+        return _python_report(args, target)
+    source = Path(target)
+    if not source.is_file():
+        print(f"socratic profile: no such kernel file: {source}", file=sys.stderr)
+        return 2
+    from harness.executor import LocalExecutor, gpu_device_nodes
+
+    local = None
+    if args.device == "cuda" and not args.cluster and gpu_device_nodes():
+        local = LocalExecutor()
+        local.prestart()
+    try:
+        return _evaluated(args, source, local)
+    finally:
+        if local is not None:
+            local.close()
+
+
+def _python_report(args: argparse.Namespace, target: str) -> EvaluationReport | int:
+    """A python-cpu candidate (`module:function`, the server's CPU stand-ins) on the CPU backend,
+    against the CPU baseline `--baseline` names (default: the correct reference stand-in)."""
+    from harness.evaluate import evaluate_job
+    from harness.job import KernelSpec, WorkerJob
+    from harness.settings import EvalSettings
+
+    scenarios = _select(args) if args.filter or args.suite != "all" else None
+    if not scenarios:
+        from harness.scenario import Scenario as S
+
+        scenarios = [S("cpu-causal-d64", "prefill", 1, 77, 77, 4, 2, 64, causal=True),
+                     S("cpu-full-ragged", "ragged", 2, 100, 33, 2, 2, 64, causal=False)]
+    baseline = args.baseline or "tests.cpu_kernels:correct"
+    settings = EvalSettings(device="cpu", trials=args.trials, seed=args.seed, peers=(),
+                            timing=TimingSettings(budget_ms=args.budget_ms, min_reps=3, max_reps=5),
+                            scenario_timeout_s=args.timeout, measure=not args.correctness_only)
+    job = WorkerJob("attention-forward", KernelSpec(target, "python", target),
+                    KernelSpec(baseline, "python", baseline), list(scenarios), settings)
+    return evaluate_job(job, kernel=target, suite=args.suite)
 
 
 def print_report(report: EvaluationReport, json_out: str | None) -> int:
@@ -249,6 +332,43 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     suite_args(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_scenarios)
+
+    def eval_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--baseline", help="kernel to compare against (default: the problem's baseline)")
+        suite_args(p)
+        p.add_argument("--trials", type=int, default=2, help="correctness trials (default 2)")
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--budget-ms", type=float, default=TimingSettings().budget_ms,
+                       help="device time per implementation per scenario for timing "
+                            f"(default {TimingSettings().budget_ms:g})")
+        p.add_argument("--timeout", type=float, default=120.0,
+                       help="seconds one scenario may take before it counts as a hang (default 120)")
+        p.add_argument("--no-peers", action="store_true",
+                       help="do not time the peers (torch SDPA cuDNN and flash, FA3 where fa3-fwd loads)")
+        p.add_argument("--peer-cache", metavar="DIR",
+                       help="reuse peer times an earlier evaluation measured on this GPU (kept in DIR); the "
+                            "report marks those ratios as cached. Default: every peer timed side by side")
+        p.add_argument("--peer-cache-hours", type=float, default=24.0,
+                       help="how old a cached peer time may be (default 24)")
+        p.add_argument("--time-baseline", action="store_true",
+                       help="time the naive baseline in this evaluation instead of taking its time from the "
+                            "baseline cache (kept per GPU, software, scenario and baseline library)")
+        p.add_argument("--correctness-only", action="store_true",
+                       help="verify every scenario but time nothing")
+        p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help=argparse.SUPPRESS)
+        p.add_argument("--cluster", metavar="ADDRESS", default=os.environ.get("SOCRATIC_CLUSTER") or None,
+                       help="evaluate on the Dask cluster at ADDRESS (tcp://host:8786), sharded over its GPUs "
+                            "(default: $SOCRATIC_CLUSTER, else this machine)")
+
+    p = sub.add_parser("profile", help="evaluate a kernel (or read a report) and print what bounds it")
+    p.add_argument("kernel", help="the candidate .cu file, an evaluation report .json, or a python-cpu "
+                                  "module:function")
+    eval_args(p)
+    p.add_argument("--json", metavar="OUT", help="also write the profile as JSON to OUT")
+    p.add_argument("--ncu", action="append", metavar="CATEGORY[:SCENARIO]=CSV",
+                   help="Nsight Compute's details page (ncu -i R --page details --csv) of a representative "
+                        "launch of a category; repeatable")
+    p.set_defaults(func=cmd_profile)
 
     p = sub.add_parser("eval", help="verify and time a kernel over the suite")
     p.add_argument("kernel", help="the candidate .cu file")

@@ -34,7 +34,7 @@ DEFAULT_ARCH = "sm_90a"
 # --split-compile=0: nvcc runs cicc's and ptxas's work on the file's functions in as many threads
 # as the machine has CPUs (a family kernel holds ~17 kernels; cicc and ptxas were ~8 of its ~11 s
 # in one thread). nvcc documents "minimal (if any) impact on performance"; on the gallery leader
-# the attention kernels' SASS is the same instruction for instruction (docs/harness.md, "Compile").
+# the attention kernels' SASS is the same instruction for instruction (docs/lab/2026-12-02-harness-compile-split.md).
 COMPILE_FLAGS = (
     "-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-Xcompiler", "-fno-gnu-unique",
     "-lineinfo", "-Xptxas", "-v", "--split-compile=0",
@@ -97,8 +97,15 @@ def compile_kernel(
     include_dir: Path = DEFAULT_INCLUDE,
     extra_flags: tuple[str, ...] = (),
     use_cache: bool = True,
+    signed: bool = True,
 ) -> CompiledKernel:
     """Build `source` into a shared library (or return the cached one).
+
+    `signed` (processes that never load a candidate: the CLI, the server, the executor): each
+    library built is signed beside it (`kernel.so.sig`, harness/trusted_cache.py), and a cached one
+    whose signature or digest does not match (rewritten since it was built) is built again
+    (issue 47). An evaluation worker builds the harness's own kernels with signed=False: it never
+    holds the key.
 
     Two translation units, compiled at once: the kernel, and the harness shim (built once per
     shim, flags and toolkit, then kept beside the kernels); then one link into the library.
@@ -127,6 +134,8 @@ def compile_kernel(
     source_sha = hashlib.sha256(text).hexdigest()
     command = " ".join([nvcc, *compile_flags, "-c", "kernel.cu", "-o", "kernel.o"]) + " && " + " ".join(
         [nvcc, *link_flags, "-o", str(library), "kernel.o", "shim.o"])
+    if use_cache and library.exists() and signed and not library_signed(library):
+        shutil.rmtree(out_dir, ignore_errors=True)  # rewritten since it was built: built again
     if use_cache and library.exists():
         return CompiledKernel(
             library,
@@ -160,6 +169,8 @@ def compile_kernel(
             )
         (tmp_dir / "kernel.o").unlink()
         (tmp_dir / "nvcc.log").write_text(log)
+        if signed:  # signed inside the build folder: the library and its signature appear together
+            sign_library(tmp_dir / "kernel.so")
         try:
             os.rename(tmp_dir, out_dir)
             os.mkdir(tmp_dir)  # so that TemporaryDirectory's cleanup finds its folder
@@ -173,6 +184,27 @@ def compile_kernel(
             command=command, library=str(library), source_sha256=source_sha,
         ),
     )
+
+
+def _signature(library: Path) -> Path:
+    return library.with_name(library.name + ".sig")
+
+
+def sign_library(library: Path) -> None:
+    from harness.signed_entries import write_signed
+
+    write_signed(_signature(library), {"sha256": hashlib.sha256(library.read_bytes()).hexdigest()})
+
+
+def library_signed(library: Path) -> bool:
+    """Whether the library still has the digest signed when it was built."""
+    from harness.signed_entries import Rejected, read_signed
+
+    try:
+        entry = read_signed(_signature(library))
+    except Rejected:
+        return False
+    return entry is not None and entry.get("sha256") == hashlib.sha256(library.read_bytes()).hexdigest()
 
 
 @dataclass(frozen=True)

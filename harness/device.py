@@ -8,14 +8,17 @@ import itertools
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-# Substrings of the names of kernels the harness itself launches (kernel_activity).
+from harness.activity import KernelActivity, StreamUse
+
+# Substrings of the names of kernels the harness itself launches. No longer how the profiler tells
+# them apart (kernel_activity attributes by origin); the static checks refuse them in a candidate.
 HARNESS_KERNEL_MARKS = ("at::native", "at_cuda_detail", "spin_kernel", "socratic_harness::")
+HARNESS_CANDIDATE_RANGE = "socratic.candidate_call"  # = harness.integrity.CANDIDATE_RANGE
 
 
 class FatalDeviceError(RuntimeError):
@@ -41,6 +44,15 @@ class Device(ABC):
     def time_call(self, fn: Callable[[], None]) -> Callable[[], float]:
         """Enqueue fn between two timestamps; returns a function that gives milliseconds
         once the device has been synchronized."""
+
+    def time_call_guarded(self, fn: Callable[[], None], fence: bool, idle: bool
+                          ) -> tuple[Callable[[], float], Callable[[], StreamUse] | None]:
+        """time_call, where `fence`: the default streams wait on the start event and the timed
+        stream waits on them before the end event (what the call put there is its own time); and
+        `idle`: markers on the default streams before the start event tell whether anything was
+        still queued there when the call started. The second function (None where nothing is
+        known) reads what the default streams did, once the device has been synchronized."""
+        return self.time_call(fn), None
 
     def check_healthy(self) -> None:  # noqa: B027 (optional hook)
         """Raise FatalDeviceError when the context no longer works."""
@@ -82,16 +94,6 @@ class Device(ABC):
     def kernel_activity(self, fn: Callable[[], None], calls: int) -> list[KernelActivity] | None:
         """The kernels the profiler saw while fn ran `calls` times (None: no profiler here)."""
         return None
-
-
-@dataclass(frozen=True)
-class KernelActivity:
-    """One kernel execution as the profiler recorded it."""
-
-    name: str
-    stream: int
-    ms: float
-    harness: bool  # a kernel of the harness itself (torch), not the candidate's
 
 
 class CpuDevice(Device):
@@ -140,6 +142,7 @@ class CudaDevice(Device):
         torch.set_float32_matmul_precision("highest")
         self._cycles_per_ms: float | None = None
         self._flush_floor_ms: float | None = None
+        self._events: _DriverEvents | None = None
 
     @property
     def stream_handle(self) -> int:
@@ -161,6 +164,52 @@ class CudaDevice(Device):
         fn()
         end.record(self.stream)
         return lambda: float(start.elapsed_time(end))
+
+    def time_call_guarded(self, fn: Callable[[], None], fence: bool, idle: bool
+                          ) -> tuple[Callable[[], float], Callable[[], StreamUse] | None]:
+        if not (fence or idle):
+            return self.time_call(fn), None
+        d = self._driver()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        marks: list[int] = []
+        if idle:  # recorded before the start event: they pass when what is queued there is done
+            marks = [d.event(), d.event()]
+            d.record(marks[0], CU_STREAM_LEGACY)
+            d.record(marks[1], CU_STREAM_PER_THREAD)
+        start.record(self.stream)
+        after: list[int] = []
+        if fence:
+            d.wait(CU_STREAM_LEGACY, start.cuda_event)
+            d.wait(CU_STREAM_PER_THREAD, start.cuda_event)
+        fn()
+        if fence:
+            after = [d.event(), d.event(), d.event()]  # the call's own end, legacy, per-thread
+            d.record(after[0], self.stream_handle)
+            d.record(after[1], CU_STREAM_LEGACY)
+            d.record(after[2], CU_STREAM_PER_THREAD)
+            d.wait(self.stream_handle, after[1])
+            d.wait(self.stream_handle, after[2])
+        end.record(self.stream)
+
+        def use() -> StreamUse:
+            s0 = start.cuda_event
+            try:
+                if fence:
+                    return StreamUse(d.elapsed(s0, after[1]), d.elapsed(s0, after[2]),
+                                     d.elapsed(after[0], after[1]), d.elapsed(after[0], after[2]))
+                return StreamUse(legacy_busy_at_start=d.elapsed(s0, marks[0]),
+                                 per_thread_busy_at_start=d.elapsed(s0, marks[1]))
+            finally:
+                for ev in (*marks, *after):
+                    d.destroy(ev)
+
+        return (lambda: float(start.elapsed_time(end))), use
+
+    def _driver(self) -> _DriverEvents:
+        if self._events is None:
+            self._events = _DriverEvents()
+        return self._events
 
     def hold(self, ms: float) -> None:
         if ms <= 0:
@@ -227,28 +276,37 @@ class CudaDevice(Device):
 
     def kernel_activity(self, fn: Callable[[], None], calls: int) -> list[KernelActivity] | None:
         """Kernel executions on every stream of the context (CUPTI through torch.profiler sees
-        the candidate's kernels too: it traces the driver, whatever runtime launched them)."""
+        the candidate's kernels too: it traces the driver, whatever runtime launched them), each
+        attributed by origin (harness/integrity.py: attribute): the worker opens a profiler range
+        around each candidate call, and a kernel is the harness's only where the profiler saw the
+        harness launch it, outside those ranges. Names prove nothing (issue 47, class 1)."""
         from torch.profiler import ProfilerActivity, profile
 
+        from harness.integrity import ProfiledEvent, attribute
+
         self.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             for _ in range(calls):
                 fn()
             self.synchronize()
-        out: list[KernelActivity] = []
+        events: list[ProfiledEvent] = []
         for e in prof.profiler.kineto_results.events():
-            if e.device_type() != torch.autograd.DeviceType.CUDA:
-                continue
             name = e.name()
-            if name.startswith(("Memcpy", "Memset", "cudaMemcpy", "cudaMemset")):
-                continue
-            out.append(KernelActivity(
-                name=name, stream=int(e.device_resource_id()), ms=e.duration_ns() / 1e6,
-                # torch's own kernels (fills, copies, random numbers), the hold's spin kernel, and
-                # the harness's own (fresh inputs: harness/attention/fresh_fill.cu)
-                harness=any(mark in name for mark in HARNESS_KERNEL_MARKS),
-            ))
-        return out
+            start = int(e.start_ns())
+            end = start + int(e.duration_ns())
+            corr = int(getattr(e, "correlation_id", lambda: 0)() or 0)
+            if e.device_type() == torch.autograd.DeviceType.CUDA:
+                # Not kernels: copies, and the GPU-side span kineto draws for each candidate range
+                # (counted as a kernel, it doubled the candidate's time: hidden work on the gallery
+                # leader, H100 and H200).
+                if name.startswith(("Memcpy", "Memset", "cudaMemcpy", "cudaMemset")) or name == HARNESS_CANDIDATE_RANGE:
+                    continue
+                events.append(ProfiledEvent("kernel", name, start, end, corr, int(e.device_resource_id())))
+            elif name == HARNESS_CANDIDATE_RANGE:
+                events.append(ProfiledEvent("range", name, start, end))
+            elif corr and ("Launch" in name or name.startswith(("cuda", "cu"))):
+                events.append(ProfiledEvent("launch", name, start, end, corr))
+        return attribute(events, fallback_marks=HARNESS_KERNEL_MARKS)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -260,6 +318,56 @@ class CudaDevice(Device):
             "cudnn": torch.backends.cudnn.version(),
             "driver": driver_version(),
         }
+
+
+# The driver's handles of the two default streams (cuda.h): usable wherever a CUstream is.
+CU_STREAM_LEGACY = 0x1
+CU_STREAM_PER_THREAD = 0x2
+
+
+class _DriverEvents:
+    """Events on the default streams through the driver API (libcuda, already loaded by torch):
+    torch has no handle for the per-thread default stream, and cudaStreamLegacy's value collides
+    with its own stream ids. Runtime events (torch's) are driver events, so both mix."""
+
+    def __init__(self) -> None:
+        lib = ctypes.CDLL("libcuda.so.1")
+        self._create = lib.cuEventCreate
+        self._record = lib.cuEventRecord
+        self._wait = lib.cuStreamWaitEvent
+        self._elapsed = lib.cuEventElapsedTime
+        self._destroy = lib.cuEventDestroy_v2
+        for f in (self._record, self._wait, self._elapsed, self._destroy, self._create):
+            f.restype = ctypes.c_int
+        self._record.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        self._wait.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint]
+        self._elapsed.argtypes = [ctypes.POINTER(ctypes.c_float), ctypes.c_void_p, ctypes.c_void_p]
+        self._destroy.argtypes = [ctypes.c_void_p]
+        self._create.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint]
+
+    @staticmethod
+    def _check(rc: int, what: str) -> None:
+        if rc != 0:
+            raise FatalDeviceError(f"{what} failed with CUresult {rc}")
+
+    def event(self) -> int:
+        ev = ctypes.c_void_p()
+        self._check(self._create(ctypes.byref(ev), 0), "cuEventCreate")
+        return int(ev.value or 0)
+
+    def record(self, event: int, stream: int) -> None:
+        self._check(self._record(event, stream), "cuEventRecord")
+
+    def wait(self, stream: int, event: int) -> None:
+        self._check(self._wait(stream, event, 0), "cuStreamWaitEvent")
+
+    def elapsed(self, a: int, b: int) -> float:
+        ms = ctypes.c_float()
+        self._check(self._elapsed(ctypes.byref(ms), a, b), "cuEventElapsedTime")
+        return float(ms.value)
+
+    def destroy(self, event: int) -> None:
+        self._destroy(event)
 
 
 def driver_version() -> str | None:

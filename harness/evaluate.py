@@ -8,19 +8,23 @@ import datetime as dt
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import asdict, replace
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from harness.compile import DEFAULT_ARCH, CompileError, arch_for_capability, compile_kernel
 from harness.executor import Executor, LocalExecutor, Progress, ProgressFn
 from harness.job import KernelSpec, WorkerJob
-from harness.problems import baseline_source
+from harness.problem_registry import baseline_source
 from harness.report import NOT_COMPILED, CompileInfo, EvaluationReport, ScenarioResult
 from harness.scenario import Scenario
 from harness.settings import EvalSettings
 from harness.static_checks import check_source
 
+# The harness's fresh-input kernels (harness/attention/fresh_fill.py), named without importing torch.
+FRESH_FILL_SOURCE = Path(__file__).parent / "attention" / "fresh_fill.cu"
 # cuDeviceGetAttribute's attributes (cuda.h: CUdevice_attribute)
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
@@ -31,7 +35,7 @@ def gpu_capability() -> tuple[int, int] | None:
     """The compute capability of the first visible GPU, from the driver itself (libcuda through
     ctypes: no torch, no CUDA context), or None when there is no driver or no GPU. This module
     imports no torch, so that the CLI starts nvcc at once: a thread's build waited for the main
-    thread's `import torch` (docs/harness.md, the ninth pass)."""
+    thread's `import torch` (docs/lab/2026-12-04-harness-pass-9-fresh-fill.md)."""
     try:
         lib = ctypes.CDLL("libcuda.so.1")
         count, dev, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
@@ -72,6 +76,31 @@ def precompile(source: Path, arch: str | None = None) -> bool:
     return True
 
 
+class SassReader:
+    """cuobjdump's opcode counts of a built library, read in a daemon thread; `attach` adds each
+    kernel's counts to its ptxas resources as `sass` (nothing where no cuobjdump exists)."""
+
+    def __init__(self, library: Path) -> None:
+        self.mix: dict[str, dict[str, int]] | None = None
+        self.thread = threading.Thread(target=self._read, args=(library,), name="sass-mix", daemon=True)
+        self.thread.start()
+
+    def _read(self, library: Path) -> None:
+        from harness.resources import cuobjdump_path, instruction_mix
+
+        if cuobjdump_path() is not None:
+            self.mix, _ = instruction_mix(library)
+
+    def attach(self, resources: list[dict[str, object]], timeout_s: float = 30.0) -> None:
+        self.thread.join(timeout_s)
+        if not self.mix:
+            return
+        for k in resources:
+            counts = self.mix.get(str(k.get("name")))
+            if counts is not None:
+                k["sass"] = dict(counts)
+
+
 def baseline_cache_settings(settings: EvalSettings, baseline: Path, naive: Path) -> EvalSettings:
     """The baseline cache is for the problem's own naive baseline only: a kernel timed against
     another one (the judge's re-time of a contender against the leader, `--baseline`) is
@@ -79,6 +108,20 @@ def baseline_cache_settings(settings: EvalSettings, baseline: Path, naive: Path)
     if settings.baseline_cache and baseline.resolve() != naive.resolve():
         return replace(settings, baseline_cache=False)
     return settings
+
+
+def _build_into(box: Future[Any], source: Path, arch: str) -> None:
+    try:
+        box.set_result(compile_kernel(source, arch=arch))
+    except BaseException as exc:  # reported where the result is read
+        box.set_exception(exc)
+
+
+def _sha256(library: Path) -> str:
+    """The digest the worker checks before it loads the library (harness/worker.py: verified)."""
+    from harness.peer_cache import library_digest
+
+    return library_digest(library)
 
 
 def not_compiled_report(
@@ -144,6 +187,14 @@ def _evaluate(
             str(source), str(baseline), scenarios, suite, info,
             "static checks refused the kernel: " + "; ".join(str(f) for f in blocking[:3]),
         )
+    # The harness's fresh-input kernels, built (or found and verified) here, beside the candidate's
+    # build: the worker loads them only with this digest (issue 47: a cache the worker could
+    # rewrite is never trusted as it stands).
+    fresh_build: Future[Any] | None = None
+    if settings.device == "cuda":
+        fresh_build = Future()
+        threading.Thread(target=_build_into, args=(fresh_build, FRESH_FILL_SOURCE, arch),
+                         name="socratic-fresh-fill-build", daemon=True).start()
     try:
         built = compile_kernel(source, arch=arch)
     except CompileError as exc:
@@ -154,21 +205,32 @@ def _evaluate(
     from harness.resources import parse_ptxas
 
     built.info.resources = [asdict(k) for k in parse_ptxas(built.info.log)]
+    # The SASS mix (cuobjdump, where it exists) for profiles (harness/profile.py), read in a
+    # thread while the worker runs the scenarios: it adds no time to the evaluation.
+    sass = SassReader(built.library)
     base_spec = None
     try:
         base_built = compile_kernel(baseline, arch=arch)
-        base_spec = KernelSpec("baseline", "library", str(base_built.library))
+        base_spec = KernelSpec("baseline", "library", str(base_built.library),
+                               _sha256(base_built.library))
     except CompileError as exc:
         # Without a baseline the candidate is still judged; only speedups vs baseline go.
         built.info.log += f"\n[baseline did not compile: {exc}]\n{exc.log}"
     job = WorkerJob(
         problem=problem_name,
-        candidate=KernelSpec(source.name, "library", str(built.library)),
+        candidate=KernelSpec(source.name, "library", str(built.library), _sha256(built.library)),
         baseline=base_spec,
         scenarios=list(scenarios),
         settings=settings,
     )
+    if fresh_build is not None:
+        try:
+            lib = fresh_build.result().library
+            job.harness_libraries = {"fresh_fill": {"path": str(lib), "sha256": _sha256(lib)}}
+        except Exception:  # the worker builds it itself (or uses torch operations), as before
+            pass
     result = executor.run(job, progress, cancel)
+    sass.attach(built.info.resources)
     try:
         fill_baseline_cache(job, result.results, executor, cancel, progress)
         fill_error = None

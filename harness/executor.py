@@ -12,6 +12,7 @@ import glob
 import multiprocessing as mp
 import os
 import signal
+import subprocess
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -90,9 +91,26 @@ def _discard(proc: Any, conn: Any) -> None:
         proc.join(timeout=5)
 
 
+def _sandbox_spec() -> dict[str, Any]:
+    """The worker's sandbox helper, built here (harness/sandbox.py), with its digest."""
+    from harness.sandbox import helper_library
+
+    try:
+        built = helper_library()
+    except (OSError, subprocess.SubprocessError) as exc:
+        return {"helper": None, "unavailable": f"the helper did not build: {exc}"}
+    if built is None:
+        return {"helper": None, "unavailable": "no C compiler to build the helper"}
+    return {"helper": built[0], "sha256": built[1]}
+
+
 def _signal_name(code: int | None) -> str:
     if code is None:
         return "still running"
+    if code == -signal.SIGSYS:
+        # A refused system call made with SIGSYS blocked: the kernel ends the process.
+        return ("killed by SIGSYS: the candidate made a system call the sandbox refuses while it "
+                "blocked the signal that reports it")
     if code < 0:
         try:
             return f"killed by {signal.Signals(-code).name}"
@@ -199,13 +217,27 @@ class LocalExecutor(Executor):
         cancel: threading.Event | None = None,
     ) -> ExecutionResult:
         started = time.monotonic()
+        # This process never loads a candidate: it reads the signed caches, passes the entries in
+        # the job, and alone writes what the worker measured (harness/trusted_cache.py).
+        from dataclasses import replace as _replace
+
+        from harness import trusted_cache
+
+        job = _replace(job)
+        cache_facts = trusted_cache.prepare(job)
         payload = job.to_dict()
+        if job.settings.hardening:
+            payload["sandbox"] = _sandbox_spec()
         with self._lock:  # a warmed answer key serves this job only (every restart of it)
             key, self._key = self._key, None
         if key is not None and key.warmed and payload.get("answer_key") is None:
             payload["answer_key"] = key.handle()
         try:
-            return self._run(job, payload, progress, cancel, started)
+            proposals: list[tuple[int, dict[str, Any]]] = []
+            out = self._run(job, payload, progress, cancel, started, proposals)
+            out.device.update(cache_facts)
+            trusted_cache.keep(job, out.results, out.device, proposals)
+            return out
         finally:
             if key is not None:
                 key.close()  # its references leave the device before anything else runs
@@ -213,6 +245,7 @@ class LocalExecutor(Executor):
     def _run(
         self, job: WorkerJob, payload: dict[str, Any], progress: ProgressFn | None,
         cancel: threading.Event | None, started: float,
+        proposals: list[tuple[int, dict[str, Any]]] | None = None,
     ) -> ExecutionResult:
         scenarios = job.scenarios
         total = len(scenarios)
@@ -276,6 +309,8 @@ class LocalExecutor(Executor):
                             progress(Progress(len(results), total, scenarios[msg[1]].name))
                     elif kind == "result":
                         record(msg[1], ScenarioResult.from_dict(msg[2]))
+                        if proposals is not None and len(msg) > 3 and isinstance(msg[3], list):
+                            proposals.extend((msg[1], p) for p in msg[3] if isinstance(p, dict))
                         next_index = msg[1] + 1
                         current = None
                     elif kind == "setup_error":

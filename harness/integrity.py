@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.device import KernelActivity
+from harness.activity import KernelActivity, StreamUse
 from harness.stats import median
 
 # Device-synchronized tail: the device may stay busy this long after the harness stream has
@@ -132,3 +132,94 @@ def reverified_flags(flags: Sequence[str]) -> list[str]:
                  "timer and the time is above the roofline floor")
         out.append(f)
     return out
+
+
+# -- attribution by origin (issue 47, class 1) -------------------------------------------------------
+
+# The profiler range the worker opens around each of the candidate's calls while profiling
+# (ScenarioEvaluator._call): every kernel launched inside one is the candidate's, whatever its name.
+CANDIDATE_RANGE = "socratic.candidate_call"
+
+
+@dataclass(frozen=True)
+class ProfiledEvent:
+    """One record of the profiler, reduced to what attribution needs. kind: "range" (a host range:
+    the candidate's call), "launch" (a host API call that launches work: cudaLaunchKernel,
+    cuLaunchKernelEx, ...), or "kernel" (a kernel's execution on the device)."""
+
+    kind: str
+    name: str
+    start_ns: int
+    end_ns: int
+    correlation: int = 0
+    stream: int = 0
+
+
+def attribute(events: Sequence[ProfiledEvent], fallback_marks: Sequence[str] = ()) -> list[KernelActivity]:
+    """Each kernel by origin: launched inside a candidate range (matched by correlation id), it is
+    the candidate's whatever its name (a kernel named `socratic_harness::fill` by a candidate is
+    still the candidate's); launched outside every range, the harness's. A kernel whose launch the
+    profiler did not record is judged by name, `fallback_marks`, which the static checks refuse in
+    a candidate's source: on the H200 and H100 some of the harness's own kernels arrived without a
+    recorded launch, and counting them as the candidate's rejected the gallery leader as hidden
+    work. Where the profiler recorded no launch at all, every kernel is judged by name."""
+    if not any(e.kind == "launch" for e in events):
+        return [KernelActivity(name=e.name, stream=e.stream, ms=(e.end_ns - e.start_ns) / 1e6,
+                               harness=any(m in e.name for m in fallback_marks))
+                for e in events if e.kind == "kernel"]
+    ranges = [(e.start_ns, e.end_ns) for e in events if e.kind == "range" and e.name == CANDIDATE_RANGE]
+    launches = {e.correlation: e for e in events if e.kind == "launch" and e.correlation}
+    inside = {c for c, e in launches.items() if any(a <= e.start_ns <= b for a, b in ranges)}
+
+    def harness(e: ProfiledEvent) -> bool:
+        if e.correlation in launches:
+            return e.correlation not in inside
+        return any(m in e.name for m in fallback_marks)
+
+    return [KernelActivity(name=e.name, stream=e.stream, ms=(e.end_ns - e.start_ns) / 1e6, harness=harness(e))
+            for e in events if e.kind == "kernel"]
+
+
+# -- the default streams (issue 47, classes 3 and 5) -------------------------------------------------
+
+# A default stream is busy in a call when its fence event passed this long after the call's start
+# (a wait that resolves at once passes within microseconds), and outlives the call when it passed
+# this long after the call's own end on the harness stream.
+# Honest kernels read 0.020-0.022 ms here on an H100 (the fence's own enqueue latency), so the slack
+# is well above it; work a kernel does there inside its call is fenced into its time anyway.
+DEFAULT_STREAM_SLACK_MS = 0.15
+OUTLIVED_SLACK_MS = 0.005
+
+
+def default_stream_reason(uses: Sequence[StreamUse]) -> str | None:
+    """The candidate's timed calls: work it put on a default stream (launch only on the stream the
+    harness passes). Decided on the median call, so one slow wait is not a verdict."""
+    for label, start, end in (("legacy", "legacy_after_start", "legacy_after_call"),
+                              ("per-thread", "per_thread_after_start", "per_thread_after_call")):
+        after_start = [getattr(u, start) for u in uses if getattr(u, start) is not None]
+        after_call = [getattr(u, end) for u in uses if getattr(u, end) is not None]
+        if not after_start or median(after_start) <= DEFAULT_STREAM_SLACK_MS:
+            continue
+        outlived = median(after_call) if after_call else 0.0
+        if outlived > OUTLIVED_SLACK_MS:
+            return (f"default stream: work the kernel put on the {label} default stream ran "
+                    f"{outlived:.3f} ms past the end of its call on the harness stream (median of "
+                    f"{len(after_call)} timed calls): work that would run beside the harness's next calls "
+                    "(peer sabotage) or before the next call's start event; the harness fences both "
+                    "default streams into the kernel's calls and counts that work as its time")
+        return (f"default stream: the kernel ran {median(after_start):.3f} ms of work on the {label} "
+                "default stream during its calls (median of "
+                f"{len(after_start)}): launch only on the stream the harness passes")
+    return None
+
+
+def sabotage_reason(name: str, uses: Sequence[StreamUse]) -> str | None:
+    """A baseline or peer call that started while work was still queued on a default stream:
+    only the candidate puts work there, and it would share the device with what is timed."""
+    for label, field in (("legacy", "legacy_busy_at_start"), ("per-thread", "per_thread_busy_at_start")):
+        busy = [getattr(u, field) for u in uses if getattr(u, field) is not None]
+        if busy and median(busy) > OUTLIVED_SLACK_MS:
+            return (f"sabotage: the kernel's work on the {label} default stream was still running "
+                    f"{median(busy):.3f} ms into the timed calls of {name} (median of {len(busy)}): it "
+                    f"shares the device with what the harness times next and makes {name} read slower")
+    return None

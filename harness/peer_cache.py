@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -69,41 +67,48 @@ def entry_key(device: dict[str, Any], peer: str, scenario: Scenario, settings: E
 
 
 def _read(path: Path) -> dict[str, Any] | None:
+    """A verified entry (harness/signed_entries.py); a missing, unreadable or tampered file is a miss."""
+    from harness.signed_entries import Rejected, read_signed
+
     try:
-        d = json.loads(path.read_text())
-    except (OSError, ValueError):
+        return read_signed(path)
+    except Rejected:
         return None
-    return d if isinstance(d, dict) else None
 
 
 def _write(folder: Path, path: Path, entry: dict[str, Any]) -> None:
-    """Atomically; a cache that cannot be written costs the next evaluation a measurement and
+    """Signed and atomic; a cache that cannot be written costs the next evaluation a measurement and
     must never fail the scenario of the kernel under evaluation."""
-    tmp: str | None = None
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(entry, f)
-        os.replace(tmp, path)
-    except OSError:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
+    from harness.signed_entries import write_signed
+
+    write_signed(path, entry)
+
+
+# Where an entry comes from: a folder of signed files (the executor's process, and tests), or the
+# entries the executor verified and passed in the job (the worker: `put` only proposes).
+Source = Path | dict[str, dict[str, Any]]
 
 
 class PeerCache:
-    def __init__(self, folder: Path, max_age_s: float, device: dict[str, Any],
+    def __init__(self, folder: Source, max_age_s: float, device: dict[str, Any],
                  settings: EvalSettings) -> None:
         self.folder = folder
         self.max_age_s = max_age_s
         self.device = device
         self.settings = settings
+        self.proposed: list[dict[str, Any]] = []  # what a worker measured, for the executor
 
     def _path(self, peer: str, scenario: Scenario) -> Path:
+        assert isinstance(self.folder, Path)
         return self.folder / f"{entry_key(self.device, peer, scenario, self.settings)}.json"
 
+    def _lookup(self, peer: str, scenario: Scenario) -> dict[str, Any] | None:
+        if isinstance(self.folder, dict):
+            return self.folder.get(entry_key(self.device, peer, scenario, self.settings))
+        return _read(self._path(peer, scenario))
+
     def get(self, peer: str, scenario: Scenario, now: float | None = None) -> PeerResult | None:
-        d = _read(self._path(peer, scenario))
+        d = self._lookup(peer, scenario)
         if d is None:
             return None
         try:
@@ -129,6 +134,9 @@ class PeerCache:
         entry = {"peer": peer, "scenario": scenario.name, "device": {k: self.device.get(k) for k in DEVICE_KEYS},
                  "status": result.status, "time_ms": result.time_ms, "tflops": result.tflops,
                  "reason": result.reason, "measured_at": time.time()}
+        if isinstance(self.folder, dict):
+            self.proposed.append({"kind": "peer", "peer": peer, "scenario": scenario.name, "entry": entry})
+            return
         _write(self.folder, self._path(peer, scenario), entry)
 
 
@@ -141,6 +149,19 @@ def library_digest(path: Path) -> str:
     """sha256 of a built kernel library: its build hash covers the source, the contract header,
     the shim, nvcc's flags and version, so a changed baseline is another library."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def kernel_digest(spec: Any) -> str:
+    """What identifies a kernel's code: a library's bytes, or a Python kernel's target and its
+    module's source (the CPU backend's stand-ins)."""
+    if spec.kind == "library":
+        return library_digest(Path(spec.target))
+    import importlib.util
+
+    found = importlib.util.find_spec(spec.target.partition(":")[0])
+    origin = found.origin if found is not None else None
+    text = Path(origin).read_bytes() if origin and Path(origin).is_file() else b""
+    return hashlib.sha256(spec.target.encode() + b"\0" + text).hexdigest()
 
 
 def baseline_key(device: dict[str, Any], library_sha256: str, scenario: Scenario,
@@ -160,7 +181,7 @@ class BaselineCache:
     """The naive baseline's median time per (GPU, software, scenario shape, baseline library,
     trials, seed, timing settings)."""
 
-    def __init__(self, folder: Path, max_age_s: float, device: dict[str, Any],
+    def __init__(self, folder: Source, max_age_s: float, device: dict[str, Any],
                  settings: EvalSettings, library_sha256: str, writable: bool = True) -> None:
         self.folder = folder
         self.max_age_s = max_age_s
@@ -170,13 +191,19 @@ class BaselineCache:
         # Written only by a process that evaluates the baseline alone (harness/worker.py): a
         # time measured beside a candidate could carry that candidate's influence to others.
         self.writable = writable
+        self.proposed: list[dict[str, Any]] = []  # what a worker measured, for the executor
 
     def _path(self, scenario: Scenario) -> Path:
+        assert isinstance(self.folder, Path)
         key = baseline_key(self.device, self.library_sha256, scenario, self.settings)
         return self.folder / f"baseline-{key}.json"
 
     def get(self, scenario: Scenario, now: float | None = None) -> BaselineTime | None:
-        d = _read(self._path(scenario))
+        if isinstance(self.folder, dict):
+            d = self.folder.get("baseline-" + baseline_key(self.device, self.library_sha256, scenario,
+                                                           self.settings))
+        else:
+            d = _read(self._path(scenario))
         if d is None or d.get("baseline") != self.library_sha256:
             return None
         try:
@@ -196,4 +223,7 @@ class BaselineCache:
         entry = {"baseline": self.library_sha256, "scenario": scenario.name,
                  "device": {k: self.device.get(k) for k in DEVICE_KEYS}, "median_ms": median_ms,
                  "spread": spread, "reps": reps, "measured_at": time.time()}
+        if isinstance(self.folder, dict):
+            self.proposed.append({"kind": "baseline", "scenario": scenario.name, "entry": entry})
+            return
         _write(self.folder, self._path(scenario), entry)

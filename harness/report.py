@@ -184,7 +184,7 @@ class EvaluationReport:
 
     def time_note(self) -> str:
         """Where the evaluation's seconds went: the compile, the worker's setup and warm-up, and
-        each scenario phase summed over the suite (the numbers docs/harness.md's tables use)."""
+        each scenario phase summed over the suite (the numbers the docs/lab/ passes tabulate)."""
         info = self.settings.get("device_info") or {}
         parts = ["compile " + ("cached" if self.compile.cached else f"{self.compile.seconds:.1f} s")]
         if "setup_s" in info:
@@ -331,7 +331,9 @@ def summarize(results: Sequence[ScenarioResult]) -> GeomeanSummary:
     passed = [r for r in results if r.passed]
 
     def gm(values: Iterable[float | None]) -> float | None:
-        return geomean(v for v in values if v is not None and v > 0 and math.isfinite(v))
+        # None: not timed (correctness only, no baseline, a peer that did not run); the worker
+        # records a time, a rate or a speedup only when it is positive.
+        return geomean(v for v in values if v is not None)
 
     return GeomeanSummary(
         scenarios=len(results),

@@ -46,6 +46,11 @@ class EvalSettings:
     baseline_cache: bool = True
     baseline_cache_dir: str | None = None
     baseline_cache_max_age_s: float = 86400.0  # a day, as the server's peer cache
+    # Verifier v3 (issue 47): the worker's sandbox, the default streams fenced into the candidate's
+    # timed calls and checked, timed outputs kept the moment their call ends and checked for
+    # tampering. Off only to measure what they cost (tests/gpu/cheat_table.py); the settings come
+    # from the caller, never from a candidate.
+    hardening: bool = True
 
     def trial_seed(self, trial: int) -> int:
         """The seed of a correctness trial's inputs (the worker's, and the answer key's)."""

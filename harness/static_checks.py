@@ -97,6 +97,26 @@ _LOOKUP_WHY = "looks up driver functions by name (a way around these checks)"
 # checks above cannot read; a kernel has no need for either.
 _PASTE_RE = re.compile(r"##|%:%:|%:\s*define|\\[uU][0-9A-Fa-f]{4}")
 _ASM_RE = re.compile(r"(?<![\w$])(?:asm|__asm__|__asm)(?![\w$])")
+# Assembler directives that emit raw bytes: `.byte 0x0f, 0x05` is a system call with no name in
+# it, and the same holds for every directive that writes data into the code (issue 47, class 4).
+# Device PTX has none of them, so a kernel loses nothing.
+_RAW_OPCODE_RE = re.compile(
+    r"(?<![\w$])\.(byte|2byte|4byte|8byte|word|hword|short|long|int|quad|octa|inst|inst\.[nw]|fill"
+    r"|incbin|ascii|asciz|string|skip|space|zero|dc(?:\.\w)?|ds(?:\.\w)?|value|sleb128|uleb128)(?![\w$])"
+)
+_RAW_OPCODE_WHY = ("emits raw bytes with an assembler directive (machine code with no name in it, "
+                   "such as a system call, which these checks cannot read)")
+# The marks by which the harness's tools know its own kernels (harness/device.py:
+# HARNESS_KERNEL_MARKS), and the namespaces they come from: a candidate's kernel named so could
+# pass for the harness's (issue 47, class 1). The profiler counts by origin now; the name is
+# refused as well.
+_HARNESS_MARK_RE = re.compile(
+    r"(socratic_harness|at_cuda_detail|spin_kernel|at\s*::\s*native|c10\s*::|at\s*::\s*cuda"
+    r"|(?<![\w$])namespace\s+(?:at|c10|native|torch|socratic_harness)(?![\w$]))"
+)
+_HARNESS_MARK_WHY = ("uses the harness's own kernel marks or namespaces (socratic_harness, at::native, "
+                     "at_cuda_detail, spin_kernel, c10): a kernel of the candidate must not be named "
+                     "like the harness's")
 
 # The contract: launch only on the stream the harness passes. Launches with no stream
 # (<<<grid, block>>> or <<<grid, block, smem>>>) and the named default streams go to a stream
@@ -212,6 +232,11 @@ def check_source(text: str) -> list[Finding]:
                 f"includes {header}: only CUDA toolkit headers and the contract header are allowed",
             ))
     code = strip_comments_and_strings(spliced)
+    with_strings = strip_comments_and_strings(spliced, strings=False)
+    for no, line in enumerate(with_strings.splitlines(), 1):
+        for m in _HARNESS_MARK_RE.finditer(line):
+            findings.append(Finding(no, "harness-mark", f"names {' '.join(m.group(1).split())}: "
+                                                        f"{_HARNESS_MARK_WHY}"))
     for no, line in enumerate(code.splitlines(), 1):
         directive = line.lstrip().startswith(("#", "%:"))
         if directive and _ANY_INCLUDE_RE.match(_directive(line)):
@@ -246,8 +271,8 @@ def check_source(text: str) -> list[Finding]:
                     "launches a kernel without a stream (<<<grid, block[, smem]>>> runs on the "
                     "default stream): pass the harness's stream as the fourth launch argument",
                 ))
-    findings.extend(_asm_findings(code, strip_comments_and_strings(spliced, strings=False)))
-    return sorted(findings, key=lambda f: f.line)
+    findings.extend(_asm_findings(code, with_strings, _macros(with_strings)))
+    return sorted(_unique(findings), key=lambda f: f.line)
 
 
 def _name_findings(no: int, text: str, seen: set[int] | None = None) -> list[Finding]:
@@ -268,10 +293,43 @@ def _name_findings(no: int, text: str, seen: set[int] | None = None) -> list[Fin
     return found
 
 
-def _asm_findings(code: str, with_strings: str) -> list[Finding]:
+_DEFINE_RE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*define[ \t]+([A-Za-z_]\w*)(?:\([^)]*\))?(.*)$", re.M)
+_IDENT_RE = re.compile(r"[A-Za-z_]\w*")
+
+
+def _macros(with_strings: str) -> dict[str, str]:
+    """Object- and function-like macros and their bodies (continued lines already joined), so
+    that an asm statement's string built from macros (`#define OP ".by" "te"`) is read expanded."""
+    return {m.group(1): m.group(2) for m in _DEFINE_RE.finditer(with_strings)}
+
+
+def _expand(body: str, macros: dict[str, str], depth: int = 8) -> str:
+    """Macro names in `body` replaced by their bodies, as far as a text check can (no arguments
+    substituted; stringizing `#x` gives the argument's text, which stays a literal here)."""
+    for _ in range(depth):
+        changed = False
+
+        def one(m: re.Match[str]) -> str:
+            nonlocal changed
+            if m.group(0) in macros:
+                changed = True
+                return " " + macros[m.group(0)] + " "
+            return m.group(0)
+
+        # Only outside literals: a name inside a string is text, not a macro.
+        parts = re.split(r'("(?:[^"\\\n]|\\.)*")', body)
+        body = "".join(p if i % 2 else _IDENT_RE.sub(one, p) for i, p in enumerate(parts))
+        if not changed:
+            break
+    return body
+
+
+def _asm_findings(code: str, with_strings: str, macros: dict[str, str] | None = None) -> list[Finding]:
     """asm statements keep their text in strings, which the other rules blank out: a host asm
-    `call cuLaunchKernel` or `call dlsym@PLT` is read here."""
+    `call cuLaunchKernel` or `call dlsym@PLT` is read here, and so are raw-byte directives
+    (`.byte 0x0f, 0x05`), with adjacent literals joined and macros expanded."""
     found: list[Finding] = []
+    macros = macros or {}
     for m in _ASM_RE.finditer(code):
         start = code.find("(", m.end())
         if start < 0:
@@ -285,12 +343,17 @@ def _asm_findings(code: str, with_strings: str) -> list[Finding]:
                 if depth == 0:
                     break
         no = code.count("\n", 0, m.start()) + 1
-        body = with_strings[start:end + 1]
+        body = _expand(with_strings[start:end + 1], macros)
         found.extend(_name_findings(no, body))
         # What the assembler and linker read: adjacent literals joined ("dl" "open") and escapes
         # decoded ("\x63uLaunchKernel"), so an asm label cannot spell a refused name in pieces.
         for joined in _joined_literals(body):
             found.extend(_name_findings(no, joined))
+            for c in _RAW_OPCODE_RE.finditer(joined):
+                found.append(Finding(no, "raw-opcode", f"uses .{c.group(1)} in asm: {_RAW_OPCODE_WHY}"))
+            for c in _HARNESS_MARK_RE.finditer(joined):
+                found.append(Finding(no, "harness-mark", f"names {' '.join(c.group(1).split())} in asm: "
+                                                         f"{_HARNESS_MARK_WHY}"))
             for c in _ASM_LOAD_TIME_RE.finditer(joined):
                 found.append(Finding(no, "banned-call", f"names {c.group(0)} in asm: code or symbols the "
                                                         "loader runs or shares at load time"))

@@ -18,15 +18,18 @@ def median(values: Sequence[float]) -> float:
 
 
 def geomean(values: Iterable[float]) -> float | None:
-    """Geometric mean of positive values; None when there are none.
+    """The geometric mean, the project's one rule for it (reports, judges, tables, evidence).
 
-    A non-positive or non-finite value is a caller bug (a speedup is always > 0), so it raises
-    rather than silently collapsing the mean.
+    Every value must be positive and finite (a speedup, a time, a rate, a gain); None when
+    there are none. A value <= 0, NaN, infinite or None raises ValueError naming it: such a
+    value is a bug upstream, and dropping it would move the mean without a trace. Callers whose
+    values may be missing (a peer that did not run, a scenario that failed) filter them out
+    themselves, where the reader sees it.
     """
     logs = []
-    for v in values:
-        if not (v > 0 and math.isfinite(v)):
-            raise ValueError(f"geomean needs positive finite values, got {v!r}")
+    for i, v in enumerate(values):
+        if v is None or not (v > 0 and math.isfinite(v)):
+            raise ValueError(f"geomean needs positive finite values, got {v!r} (value {i})")
         logs.append(math.log(v))
     if not logs:
         return None

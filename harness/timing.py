@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING
 from harness.stats import median, relative_spread
 
 if TYPE_CHECKING:  # torch stays unimported for the CLI's parser (the default budget below)
+    from harness.activity import StreamUse
     from harness.device import Device
+
+# The host's extra work of a fenced call (two waits before it, three records and two waits after,
+# through the driver: a few microseconds), added to the call's lead so that the device hold still
+# covers the whole enqueue and no host latency is timed.
+FENCE_LEAD_MS = 0.01
 
 
 @dataclass(frozen=True)
@@ -25,7 +31,8 @@ class TimingSettings:
     # Device time per implementation per scenario, and the number of timed calls: 10 to 25
     # (3 for calls over 5 ms). Each call costs its flush, hold and fresh inputs besides its own
     # time, so the cap sets most of a fast kernel's timing phase; 10 ms and 50 calls before
-    # 2026-12-01 (docs/harness.md, "Fewer samples": the re-time ratios measured against them).
+    # 2026-12-01 (docs/lab/2026-12-01-harness-passes-1-4.md, the second pass: the re-time
+    # ratios measured against them).
     budget_ms: float = 5.0
     min_reps: int = 10
     min_reps_slow: int = 3  # for calls slower than slow_ms, fewer repetitions are enough
@@ -49,6 +56,8 @@ class Timed:
     samples_ms: list[float]
     wall_ms_per_call: float
     flags: list[str] = field(default_factory=list)
+    # What the default streams did around each timed call (fenced or idle-checked names only).
+    streams: list[StreamUse] = field(default_factory=list)
 
     @property
     def median_ms(self) -> float:
@@ -86,15 +95,24 @@ def time_interleaved(
     before: Mapping[str, Launch] | None = None,
     cross_check: frozenset[str] = frozenset({"candidate"}),
     meanwhile: Callable[[Busy], None] | None = None,
+    after: Mapping[str, Launch] | None = None,
+    fenced: frozenset[str] = frozenset(),
+    idle_before: frozenset[str] = frozenset(),
 ) -> dict[str, Timed]:
     """Median device time of each launch, interleaved, with a flushed cache before each call.
     `before[name](set)` runs before each timed call of `name`, outside the timed region.
     The wall-clock cross-check runs for the names in `cross_check` only (the candidate).
     `meanwhile(busy)` runs once every timed call is enqueued, before the device is waited for:
     host work that overlaps the queued calls; what it enqueues runs after the last of them.
-    `busy(ms)` says whether the queued calls are expected to keep the device busy for `ms` more."""
+    `busy(ms)` says whether the queued calls are expected to keep the device busy for `ms` more.
+    `after[name](set)` runs right after each call of `name` has been enqueued (after its end event),
+    before any other call: the candidate's output is kept there (issue 47, class 2). Calls of the
+    names in `fenced` have the default streams fenced into them, and those in `idle_before` have
+    the default streams checked idle at their start (Device.time_call_guarded); Timed.streams."""
     names = list(launches)
     before = before or {}
+    after = after or {}
+    uses: dict[str, list[Callable[[], StreamUse]]] = {name: [] for name in names}
     # Each implementation's device hold covers its own host enqueue time: a peer's dispatch
     # through torch is slower than a ctypes call, and the hold is pure waiting on the device.
     leads: dict[str, float] = {}
@@ -116,8 +134,13 @@ def time_interleaved(
         """One timed call of `name`, prepared; returns the hold it was given."""
         fn = launches[name]
         held = prepare(name, set_index)
-        pending[name].append(device.time_call(lambda: fn(set_index)))
+        read, use = device.time_call_guarded(lambda: fn(set_index), name in fenced, name in idle_before)
+        pending[name].append(read)
+        if use is not None:
+            uses[name].append(use)
         ahead.queued(held, device.marker())
+        if name in after:
+            after[name](set_index)
         return held
 
     # Warm-up calls are not timed; they measure how long the host takes to enqueue a call.
@@ -130,8 +153,10 @@ def time_interleaved(
             t0 = time.perf_counter()
             fn(w % n_sets)
             fastest = min(fastest, (time.perf_counter() - t0) * 1e3)
+            if name in after:
+                after[name](w % n_sets)
         if math.isfinite(fastest):
-            leads[name] = lead_ms(fastest, settings)
+            leads[name] = lead_ms(fastest + (FENCE_LEAD_MS if name in fenced else 0.0), settings)
     device.synchronize()
     pending: dict[str, list[Callable[[], float]]] = {name: [] for name in names}
     estimates: dict[str, float] = {}
@@ -156,13 +181,15 @@ def time_interleaved(
     results: dict[str, Timed] = {}
     for name in names:
         samples = [read() for read in pending[name]]
+        streams = [use() for use in uses[name]]
         checked = name in cross_check
         wall = (
-            wall_clock_per_call(device, launches[name], n_sets, settings.wall_reps, before.get(name))
+            wall_clock_per_call(device, launches[name], n_sets, settings.wall_reps, before.get(name),
+                                after=after.get(name))
             if checked
             else float("nan")
         )
-        timed = Timed(samples_ms=samples, wall_ms_per_call=wall)
+        timed = Timed(samples_ms=samples, wall_ms_per_call=wall, streams=streams)
         limit = settings.wall_factor * timed.median_ms + settings.wall_slack_ms
         if checked and wall > limit:
             # One slow synchronization can be the host's hiccup (measured: a 39 us call read
@@ -175,7 +202,8 @@ def time_interleaved(
             # slow the control: each is measured after a device-wide synchronization, and the
             # static checks refuse threads.
             again, control = wall_clock_against_control(device, launches[name], n_sets,
-                                                         2 * settings.wall_reps, before.get(name))
+                                                         2 * settings.wall_reps, before.get(name),
+                                                         after.get(name))
             allowance = min(max(0.0, control - settings.wall_slack_ms / 2), 10 * settings.wall_slack_ms)
             if again > limit + allowance:
                 timed.flags.append(
@@ -248,7 +276,8 @@ def expected_busy(device: Device, since: float, queued_ms: float) -> Busy:
 
 
 def wall_clock_against_control(
-    device: Device, fn: Launch, n_sets: int, reps: int, before: Launch | None = None
+    device: Device, fn: Launch, n_sets: int, reps: int, before: Launch | None = None,
+    after: Launch | None = None,
 ) -> tuple[float, float]:
     """Synchronized host time per call of fn and of the device's null call, alternating (each
     fn call right after a control): (fn's ms, the control's ms)."""
@@ -259,14 +288,16 @@ def wall_clock_against_control(
         device.null_call()
         device.synchronize()
         control_ms += (time.perf_counter() - t0) * 1e3
-        call_ms += wall_clock_per_call(device, fn, n_sets, 1, before, first=r)
+        call_ms += wall_clock_per_call(device, fn, n_sets, 1, before, first=r, after=after)
     return call_ms / max(1, reps), control_ms / max(1, reps)
 
 
 def wall_clock_per_call(
-    device: Device, fn: Launch, n_sets: int, reps: int, before: Launch | None = None, first: int = 0
+    device: Device, fn: Launch, n_sets: int, reps: int, before: Launch | None = None, first: int = 0,
+    after: Launch | None = None,
 ) -> float:
-    """Synchronized host time per call, each call measured alone (no flush in between)."""
+    """Synchronized host time per call, each call measured alone (no flush in between); `after`
+    runs once the call is measured."""
     total = 0.0
     for r in range(first, first + reps):
         if before is not None:
@@ -276,4 +307,6 @@ def wall_clock_per_call(
         fn(r % n_sets)
         device.synchronize()
         total += time.perf_counter() - t0
+        if after is not None:
+            after(r % n_sets)
     return total * 1e3 / max(1, reps)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 import traceback
 import warnings
@@ -33,27 +34,29 @@ from harness.answer_key import (
     RemoteAnswers,
     arena_layout,
 )
-from harness.caches import cache_root
 from harness.correctness import Check
 from harness.device import Device, FatalDeviceError, make_device
 from harness.integrity import (
+    CANDIDATE_RANGE,
     PROFILE_CALLS,
     SUSPICIOUS_VS_BASELINE,
     SUSPICIOUS_VS_PEER,
     TAIL_CALLS,
     TAIL_RECHECK_CALLS,
+    default_stream_reason,
     persisting_l2_reason,
     profile_reason,
     reverified_flags,
+    sabotage_reason,
     summarize_activity,
     tail_reason,
     tail_recheck_note,
 )
 from harness.job import KernelSpec, WorkerJob  # the job a worker is sent (torch-free)
 from harness.lifeline import follow_parent
-from harness.peer_cache import BaselineCache, PeerCache, library_digest
-from harness.problem import LoadedKernel, Problem, TimedInputs
-from harness.problems import get_problem
+from harness.peer_cache import BaselineCache, PeerCache, kernel_digest, library_digest
+from harness.problem_interface import LoadedKernel, Problem, TimedInputs
+from harness.problem_registry import get_problem
 from harness.report import (
     CRASH,
     ERROR,
@@ -65,6 +68,7 @@ from harness.report import (
     blocking_flags,
 )
 from harness.roofline import Rates
+from harness.sandbox import Sandbox
 from harness.scenario import Scenario
 from harness.settings import EvalSettings
 from harness.stats import median
@@ -206,11 +210,40 @@ class ScenarioEvaluator:
         # Informational flags of the current scenario's hidden-work tails that cleared when
         # measured again (_decide_tail); evaluate() adds them to the scenario's flags.
         self.tail_notes: list[str] = []
+        # The worker's seccomp filter and its record (harness/sandbox.py); None: not installed.
+        self.sandbox: Sandbox | None = None
+        self.profiling = False  # the profiler cross-check runs: candidate calls open a range
+
+    def take_proposals(self) -> list[dict[str, Any]]:
+        """The cache entries measured in the last scenario, for the executor to judge and keep."""
+        out: list[dict[str, Any]] = []
+        for cache in (self.peer_cache, self.baseline_cache):
+            if cache is not None:
+                out.extend(cache.proposed)
+                cache.proposed.clear()
+        return out
 
     # -- calling kernels -------------------------------------------------------------------
 
     def _call(self, kernel: LoadedKernel, buffers: Any, who: str) -> None:
-        rc = kernel(buffers, self.device.stream_handle)
+        sandbox = self.sandbox
+        if self.profiling:  # the profiler attributes what is launched inside this range to the kernel
+            with torch.profiler.record_function(CANDIDATE_RANGE):
+                self.profiling = False
+                try:
+                    return self._call(kernel, buffers, who)
+                finally:
+                    self.profiling = True
+        if sandbox is None:
+            rc = kernel(buffers, self.device.stream_handle)
+        else:
+            sandbox.enter()
+            try:
+                rc = kernel(buffers, self.device.stream_handle)
+            finally:
+                refused = sandbox.leave()
+                if refused:
+                    raise KernelFailure(FAIL, refused)
         late = kernel.last_error()
         if rc == 0 and late != 0:
             rc = late
@@ -225,7 +258,16 @@ class ScenarioEvaluator:
         raise KernelFailure(ERROR, f"{who} returned {name} ({rc})")
 
     def _workspace(self, kernel: LoadedKernel, s: Scenario, buffers: Any) -> torch.Tensor | None:
-        need = int(kernel.workspace_bytes(buffers))
+        if self.sandbox is None:
+            need = int(kernel.workspace_bytes(buffers))
+        else:
+            self.sandbox.enter()
+            try:
+                need = int(kernel.workspace_bytes(buffers))
+            finally:
+                refused = self.sandbox.leave()
+                if refused:
+                    raise KernelFailure(FAIL, refused)
         if need <= 0:
             return None
         if need > self.settings.max_workspace_bytes:
@@ -305,7 +347,7 @@ class ScenarioEvaluator:
         # the trial before it still holds its own, and the answers a trial's peers leave are
         # for that trial's inputs, on which the candidate only ever runs again to give back its
         # own validated bits. An empty_cache costs ~2.5 ms (each one unmaps and synchronizes);
-        # four a scenario were 2.0 s of an evaluation (docs/harness.md, the ninth pass).
+        # four a scenario were 2.0 s of an evaluation (docs/lab/2026-12-04-harness-pass-9-fresh-fill.md).
         self.device.release_memory()
         trial_sets: list[tuple[list[torch.Tensor], Any]] = []
         peers = self._wanted_peers(s)
@@ -385,7 +427,9 @@ class ScenarioEvaluator:
             self._time(s, r, trial_sets, peers, peer_status, cached)
             # Only peer and baseline times from a clean scenario are kept: a candidate that got
             # a flag may have disturbed the device they were timed on.
-            if self.peer_cache is not None and not r.flags:
+            # They are proposals: the executor's process, which never loads a candidate, decides
+            # and writes (harness/trusted_cache.py); nothing this process writes is trusted later.
+            if self.peer_cache is not None and not r.flags and r.status == PASS:
                 for pname in peers:
                     if pname in r.peers:
                         self.peer_cache.put(pname, s, r.peers[pname])
@@ -506,9 +550,19 @@ class ScenarioEvaluator:
                 timed.before_call()
             self._poison_workspace(cand_bufs[i])
 
+        hardened = integrity and self.settings.hardening
+
+        def keep_output(i: int) -> None:
+            # Right after the call's end event, before any other candidate call (issue 47, class 2).
+            timed_set = fresh[i]
+            if timed_set is not None:
+                timed_set.after_call()
+
         def prepared_call() -> None:
             prepare_candidate(0)
             call_candidate(0)
+            if hardened:
+                keep_output(0)
 
         launches: dict[str, Callable[[int], None]] = {"candidate": call_candidate}
         before: dict[str, Callable[[int], None]] = {"candidate": prepare_candidate}
@@ -544,10 +598,23 @@ class ScenarioEvaluator:
         # On the CPU backend the device timer is the wall clock: a cross-check would only
         # measure the noise of a loaded machine.
         cross_check = frozenset({"candidate"}) if self.settings.device == "cuda" else frozenset()
+        # The default streams are the candidate's time: fenced into its calls; the baseline's and
+        # the peers' calls start with them idle (issue 47, classes 3 and 5).
+        guarded = self.settings.device == "cuda" and self.settings.hardening
         timed = time_interleaved(
             self.device, launches, n_sets, self.settings.timing, before, cross_check,
             meanwhile=self._prepare_upcoming_peers,
+            after={"candidate": keep_output} if hardened else None,
+            fenced=frozenset({"candidate"}) if guarded else frozenset(),
+            idle_before=frozenset(n for n in launches if n != "candidate") if guarded else frozenset(),
         )
+        if guarded:
+            why = default_stream_reason(timed["candidate"].streams)
+            for name in launches:
+                if why is None and name != "candidate":
+                    why = sabotage_reason(name, timed[name].streams)
+            if why:
+                raise KernelFailure(FAIL, why)
         lap = self._lap(r, "timing", lap)
         if integrity:
             self._check_persisting_l2("after timing")
@@ -587,7 +654,7 @@ class ScenarioEvaluator:
                 pms = timed[pname].median_ms
                 status.time_ms = pms
                 status.tflops = r.flops / (pms * 1e-3) / 1e12 if pms > 0 else None
-                if ms > 0:
+                if ms > 0 and pms > 0:
                     r.speedup_vs_peers[pname] = pms / ms
             r.peers[pname] = status
         for pname, status in (cached or {}).items():
@@ -622,6 +689,10 @@ class ScenarioEvaluator:
         sets = [t for t in fresh if t is not None]
         for t in sets:
             t.keep_last()
+        for t in sets:  # an output rewritten after its call ended: its own reason, before any other
+            tampered = t.tamper_reason()
+            if tampered:
+                raise KernelFailure(FAIL, tampered)
         why = self.problem.check_timed(sets)
         if why:
             raise KernelFailure(FAIL, why)
@@ -713,12 +784,15 @@ class ScenarioEvaluator:
     def _check_profile(self, r: ScenarioResult, run_once: Callable[[], None]) -> bool:
         """True when the profiler ran and its kernel durations agree with the timer."""
         try:
+            self.profiling = True
             activity = self.device.kernel_activity(run_once, PROFILE_CALLS)
         except FatalDeviceError:
             raise
         except Exception as exc:
             r.flags.append(f"profiler cross-check unavailable: {type(exc).__name__}: {exc}"[:200])
             return False
+        finally:
+            self.profiling = False
         if activity is None or r.time_ms is None:
             return False
         why = profile_reason(summarize_activity(activity, PROFILE_CALLS), r.time_ms)
@@ -745,28 +819,73 @@ class ScenarioEvaluator:
             )
 
 
-def _rates_for(device: Device, settings: EvalSettings) -> Rates | None:
+def _rates_for(device: Device, settings: EvalSettings,
+               known: dict[str, dict[str, float]] | None = None) -> Rates | None:
+    """The roofline rates: the settings', those the executor passed for this GPU (from its signed
+    cache), or measured here, before the candidate is loaded; the executor keeps what was measured
+    (harness/trusted_cache.py). This process writes no cache."""
     if settings.matrix_tflops and settings.copy_gbps:
         return Rates(device.name, settings.matrix_tflops, settings.copy_gbps)
     if settings.device != "cuda":
         return None
+    found = (known or {}).get(device.name)
+    if found:
+        return Rates(device.name, float(found["matrix_tflops"]), float(found["copy_gbps"]))
     from harness.roofline import measure_cuda_rates
 
-    return measure_cuda_rates(device.name)
+    return measure_cuda_rates(device.name, use_cache=False, keep=False)
 
 
-def kernel_digest(spec: KernelSpec) -> str:
-    """What identifies a kernel's code: a library's bytes, or a Python kernel's target and its
-    module's source (the CPU backend's stand-ins)."""
-    if spec.kind == "library":
-        return library_digest(Path(spec.target))
-    import hashlib
-    import importlib.util
+def verified(spec: KernelSpec) -> KernelSpec:
+    """A library whose digest the job carries is loaded only if its bytes still have it: the
+    compile cache is a folder an earlier process might have rewritten."""
+    if spec.kind == "library" and spec.sha256 and library_digest(Path(spec.target)) != spec.sha256:
+        raise RuntimeError(f"the library of {spec.label} changed after it was built (its sha256 differs "
+                           "from the one the harness recorded)")
+    return spec
 
-    found = importlib.util.find_spec(spec.target.partition(":")[0])
-    origin = found.origin if found is not None else None
-    text = Path(origin).read_bytes() if origin and Path(origin).is_file() else b""
-    return hashlib.sha256(spec.target.encode() + b"\0" + text).hexdigest()
+
+def _load_candidate(problem: Problem, spec: KernelSpec, sandbox: Sandbox | None) -> LoadedKernel:
+    """The candidate's library (or module) loaded as its own code: what loading it tries that the
+    sandbox refuses is the candidate's, and stops the evaluation with the reason."""
+    if sandbox is None:
+        return problem.load_kernel(verified(spec))
+    sandbox.enter()
+    try:
+        return problem.load_kernel(verified(spec))
+    finally:
+        refused = sandbox.leave()
+        if refused:
+            raise RuntimeError(f"while loading the candidate: {refused}")
+
+
+def _install_sandbox(spec: dict[str, Any] | None, settings: EvalSettings) -> Sandbox | None:
+    """The seccomp filter, where the executor asked for it (harness/sandbox.py). On the GPU a
+    sandbox that was asked for and cannot be installed stops the evaluation; on the CPU backend
+    the evaluation goes on without it and says so."""
+    if not spec or not settings.hardening:
+        return None
+    if spec.get("helper") is None:
+        if settings.device == "cuda":
+            raise RuntimeError(f"the sandbox is not available: {spec.get('unavailable', 'no helper')}")
+        return None
+    sys.dont_write_bytecode = True  # imports after this point read; they never write
+    if settings.device == "cuda":
+        _ready_for_the_profiler()
+    return Sandbox.install(spec["helper"], spec["sha256"], allow_rdwr=settings.device == "cuda")
+
+
+def _ready_for_the_profiler() -> None:
+    """What the profiler's cross-check needs from the file system, done before the filter refuses
+    it: Python's temporary folder is probed (the probe creates a file) and remembered, and
+    torch.profiler is imported. Seen on an H100: under the filter the first profile failed with
+    "No usable temporary directory found", and the import's retry with "Artifact of
+    type=precompile already registered", so the cross-check was unavailable."""
+    import tempfile
+
+    import torch.profiler  # noqa: F401  (the import is the point)
+
+    tempfile.gettempdir()
 
 
 def _baseline_cache(job: WorkerJob, info: dict[str, Any]) -> BaselineCache | None:
@@ -775,18 +894,15 @@ def _baseline_cache(job: WorkerJob, info: dict[str, Any]) -> BaselineCache | Non
     st = job.settings
     if job.baseline is None or not st.baseline_cache or not st.measure:
         return None
-    if st.baseline_cache_dir:
-        folder = Path(st.baseline_cache_dir)
-    elif st.device == "cuda":
-        folder = cache_root() / "baseline-times"
-    else:
+    if not st.baseline_cache_dir and st.device != "cuda":
         return None
     try:
-        digest = kernel_digest(job.baseline)
-        alone = kernel_digest(job.candidate) == digest  # this process evaluates the baseline itself
+        digest = job.baseline.sha256 or kernel_digest(job.baseline)
+        alone = job.candidate == job.baseline  # this process evaluates the baseline itself
     except OSError:
         return None
-    return BaselineCache(folder, st.baseline_cache_max_age_s, info, st, digest, writable=alone)
+    # The entries the executor verified and passed; this process reads no cache file.
+    return BaselineCache(job.baseline_entries, st.baseline_cache_max_age_s, info, st, digest, writable=alone)
 
 
 @dataclass
@@ -803,7 +919,7 @@ class Prepared:
     stop_s: float = 0.0  # from the job's arrival (seen between two builds) to the warm-up's return
     # The last build before the job was seen: a job that arrives during a build waits for it
     # (a build slowed by the answer key's work on the same GPU is the suspect of stop 43's
-    # unexplained second of setup; docs/harness.md, the ninth pass).
+    # unexplained second of setup; docs/lab/2026-12-04-harness-pass-9-fresh-fill.md).
     last_build_s: float = 0.0
 
     def build_next(self) -> bool:
@@ -932,7 +1048,7 @@ def spare_worker(conn: Any, parent: int | None = None) -> None:
     it prepares for the job (warm_up). It has loaded no candidate: each job still gets a
     process no other kernel ever ran in."""
     follow_parent(parent)
-    import harness.attention.problem  # noqa: F401  (the import is the point)
+    import harness.attention.forward  # noqa: F401  (the import is the point)
     from harness.attention.peers import warm_first_use
 
     warm_first_use()
@@ -974,9 +1090,15 @@ def run_worker(job_dict: dict[str, Any], start: int, conn: Any, spare: bool = Fa
         device = prepared.device if prepared is not None else make_device(job.settings.device)
         mark("device")
         problem = prepared.problem if prepared is not None else get_problem(job.problem)
+        fresh = job.harness_libraries.get("fresh_fill")
+        if fresh and job.settings.device == "cuda":  # built and signed by the caller (evaluate.py)
+            from harness.attention.fresh_fill import use_prebuilt
+
+            use_prebuilt(fresh["path"], fresh["sha256"])
         problem.prepare(device.torch_device)
-        candidate = problem.load_kernel(job.candidate)
-        baseline = problem.load_kernel(job.baseline) if job.baseline else None
+        # The baseline is the harness's (or, in a re-time, a kernel loaded like the candidate: its
+        # calls run under the sandbox all the same). The candidate is loaded last, under it.
+        baseline = problem.load_kernel(verified(job.baseline)) if job.baseline else None
         mark("kernels")
         plans = prepared.plans_for(job) if prepared is not None else None
         # While the key computes its last answers, the warm-up's plan builds go on. Nothing is
@@ -986,9 +1108,16 @@ def run_worker(job_dict: dict[str, Any], start: int, conn: Any, spare: bool = Fa
         if job.answer_key is not None:
             mark("answer_key")  # the wait for the key's last answers
         harness_kernels = problem.harness_kernels(device.torch_device)
+        if fresh and job.settings.device == "cuda":  # a build a warm-up started is done by now
+            use_prebuilt(fresh["path"], fresh["sha256"])
         mark("harness_kernels")
-        rates = _rates_for(device, job.settings)
+        rates = _rates_for(device, job.settings, job.rates)
         mark("rates")
+        # From here on the process runs under the sandbox (harness/sandbox.py), and only then is
+        # the candidate's code loaded: it never runs in a process that can write a file.
+        sandbox = _install_sandbox(job_dict.get("sandbox"), job.settings)
+        candidate = _load_candidate(problem, job.candidate, sandbox)
+        mark("sandbox_and_candidate")
     except Exception as exc:
         conn.send(("setup_error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
         conn.close()
@@ -998,6 +1127,12 @@ def run_worker(job_dict: dict[str, Any], start: int, conn: Any, spare: bool = Fa
         info["answer_key"] = key_info
     info["spare"] = spare
     info["pid"] = os.getpid()
+    info["sandbox"] = sandbox.describe() if sandbox is not None else {"installed": False}
+    st = job.settings
+    if (rates is not None and st.device == "cuda" and not (st.matrix_tflops and st.copy_gbps)
+            and not (job.rates or {}).get(device.name)):  # measured here, before the candidate loaded
+        info["measured_rates"] = {"gpu": device.name, "matrix_tflops": rates.matrix_tflops,
+                                  "copy_gbps": rates.copy_gbps}
     info.update(harness_kernels)
     if rates is not None:
         info["matrix_tflops"], info["copy_gbps"] = rates.matrix_tflops, rates.copy_gbps
@@ -1005,14 +1140,14 @@ def run_worker(job_dict: dict[str, Any], start: int, conn: Any, spare: bool = Fa
         info["peers_unavailable"] = problem.unavailable_peers(job.settings.peers)
     cache = None
     if job.settings.peer_cache_dir and job.settings.device == "cuda":
-        cache = PeerCache(Path(job.settings.peer_cache_dir), job.settings.peer_cache_max_age_s, info,
-                          job.settings)
+        cache = PeerCache(job.peer_entries, job.settings.peer_cache_max_age_s, info, job.settings)
     if prepared is not None:
         info["warm_up"] = {"seconds": round(prepared.seconds, 2), "stop_s": round(prepared.stop_s, 3),
                            "last_build_s": round(prepared.last_build_s, 3),
                            "scenarios_with_plans": len(plans) if plans is not None else 0}
     evaluator = ScenarioEvaluator(problem, device, candidate, baseline, job.settings, rates, cache,
                                   _baseline_cache(job, info), plans, answers)
+    evaluator.sandbox = sandbox
     info["persisting_l2_bytes_at_start"] = evaluator.reset_persisting_l2()
     mark("l2_reset")
     info["setup_phases"] = marks
@@ -1023,6 +1158,7 @@ def run_worker(job_dict: dict[str, Any], start: int, conn: Any, spare: bool = Fa
         conn.send(("start", idx))
         try:
             result = evaluator.evaluate(s)
+            proposed = evaluator.take_proposals()
         except FatalDeviceError as exc:
             result = ScenarioResult(
                 scenario=s.name, category=s.category, hidden=s.hidden, status=CRASH,
@@ -1032,6 +1168,6 @@ def run_worker(job_dict: dict[str, Any], start: int, conn: Any, spare: bool = Fa
             conn.send(("result", idx, result.to_dict()))
             conn.close()
             os._exit(EXIT_FATAL)
-        conn.send(("result", idx, result.to_dict()))
+        conn.send(("result", idx, result.to_dict(), proposed))
     conn.send(("done", {"answer_key": answers.summary()} if answers.keyed else {}))
     conn.close()

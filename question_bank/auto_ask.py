@@ -87,6 +87,7 @@ class PauseState:
     problem: str | None = None
     arch: str | None = None
     extra_layers: Mapping[str, int] = field(default_factory=dict)
+    findings: tuple[str, ...] = ()  # the leader's profile's finding codes (question_bank/situations.py)
 
 
 def due_at(policy: AutoAskPolicy, pause: PauseState) -> datetime | None:
@@ -138,7 +139,8 @@ class AutoAsker:
 
     def choose(self, session: Session, pause: PauseState) -> RankedQuestion | None:
         ranked = rank_for_pause(session, pause.session_ref, pause.trigger, problem=pause.problem,
-                                arch=pause.arch, extra_layers=pause.extra_layers, limit=1)
+                                arch=pause.arch, extra_layers=pause.extra_layers, limit=1,
+                                findings=pause.findings)
         return ranked[0] if ranked else None
 
     def ask_if_due(

@@ -2,9 +2,10 @@
 information) is credited with the leader gain over the next K evaluations of its session.
 
 Gain is a ratio of leader speedups (leader after / leader at the time of the message), so 1.0
-means no new leader and 1.12 a 12% better leader. Uses whose windows overlap are each credited
-with the gain in their own window: the arithmetic stays simple and the overlap is visible
-(several messages in a row share one gain) rather than split by a guess."""
+means no new leader and 1.12 a 1.12x better leader. No new leader is credited twice: an
+evaluation counts for the messages of the latest boundary before it only, so a message's window
+ends where the next message reaches the agent. Messages delivered at the same boundary share
+that boundary's credit (each shows the group's gain; `credit_groups` counts a group once)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from datetime import datetime
 
 from sqlmodel import Session, col, select
 
+from harness.stats import geomean
 from question_bank.models import Author, BankQuestion, BankUse, Kind, Status, as_utc, normalize_text
 
 DEFAULT_WINDOW = 5      # K: evaluations credited to a message
@@ -52,22 +54,20 @@ NO_EVIDENCE = EvidenceStats(uses=0, credited=0, geomean_gain=1.0, hit_rate=0.0, 
 
 def stats_of(gains: Iterable[float | None]) -> EvidenceStats:
     """Evidence over a list of gains (None: a use that no evaluation has followed yet)."""
-    uses = 0
-    credited: list[float] = []
-    for gain in gains:
-        uses += 1
-        if gain is not None and gain > 0:
-            credited.append(gain)
-    if not credited:
-        return EvidenceStats(uses, 0, 1.0, 0.0, 1.0, 0.0)
-    logs = [math.log(g) for g in credited]
+    every = list(gains)
+    # A gain is a ratio of two positive leader speedups (BankUse.gain, record_evaluation): only a
+    # use that no evaluation has followed yet has none.
+    credited = [g for g in every if g is not None]
+    mean = geomean(credited)
+    if mean is None:
+        return EvidenceStats(len(every), 0, 1.0, 0.0, 1.0, 0.0)
     return EvidenceStats(
-        uses=uses,
+        uses=len(every),
         credited=len(credited),
-        geomean_gain=math.exp(sum(logs) / len(logs)),
+        geomean_gain=mean,
         hit_rate=sum(g > 1.0 + HIT_EPSILON for g in credited) / len(credited),
         best_gain=max(credited),
-        log_gain_sum=sum(logs),
+        log_gain_sum=sum(math.log(g) for g in credited),
     )
 
 
@@ -152,8 +152,20 @@ def record_evaluation(
         BankUse.session_ref == ref,
         col(BankUse.eval_index) < eval_index,
     )
+    before = list(session.exec(stmt))
+    if not before:
+        return 0
+    latest = max(use.eval_index for use in before)  # the boundary whose messages own this evaluation
     credited = 0
-    for use in session.exec(stmt):
+    for use in before:
+        if use.eval_index != latest:
+            # Superseded: a later message reached the agent before this evaluation. Its window
+            # ends at that boundary (what it saw is all it is credited with; `complete` holds).
+            ended = min(use.window, latest - use.eval_index)
+            if use.window != ended:
+                use.window = ended
+                session.add(use)
+            continue
         offset = eval_index - use.eval_index
         if offset > use.window or offset < use.evaluations_seen:
             continue
@@ -168,10 +180,25 @@ def record_evaluation(
     return credited
 
 
+def credit_groups(uses: Iterable[BankUse]) -> list[list[BankUse]]:
+    """The uses of one session grouped by the boundary that delivered them (same evaluation
+    index): the unit of credit, so that totals count each group's gain once."""
+    groups: dict[tuple[str, int], list[BankUse]] = {}
+    for use in uses:
+        groups.setdefault((use.session_ref, use.eval_index), []).append(use)
+    return [groups[k] for k in sorted(groups)]
+
+
 def uses_of_session(session: Session, session_ref: str | int) -> list[BankUse]:
     stmt = select(BankUse).where(BankUse.session_ref == str(session_ref)).order_by(col(BankUse.id))
     return list(session.exec(stmt))
 
+
+
+def uses_of_question(session: Session, question_id: int, limit: int = 200) -> Sequence[BankUse]:
+    """A question's uses, newest first (its page lists the latest `limit`)."""
+    return session.exec(select(BankUse).where(BankUse.question_id == question_id)
+                        .order_by(col(BankUse.id).desc()).limit(limit)).all()
 
 def question_evidence(session: Session) -> dict[int, EvidenceStats]:
     """Evidence per bank question."""

@@ -9,20 +9,23 @@ A question's score adds up, each part with its reason shown to the person:
                 questions with few uses, plus a small bonus for questions rarely tried (so that
                 the bank keeps learning, and one that repeatedly led nowhere sinks);
   kind          information ranks below questions (gains followed questions, not information);
-  repeats       what was just asked is left out; what was asked earlier in the session is lowered.
+  repeats       what was just asked is left out; what was asked earlier in the session is lowered;
+  diagnosis     a question written for what the leader's profile found (question_bank/situations.py:
+                Hopper without HGMMA -> the warpgroup MMA question) first, the top finding's most.
 Then the list is re-ordered greedily so the first few do not all name the same layer."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sqlmodel import Session
 
 from question_bank.evidence import NO_EVIDENCE, EvidenceStats, question_evidence, uses_of_session
 from question_bank.models import PAUSE_TRIGGERS, BankQuestion, Kind, Status, Trigger, normalize_text
+from question_bank.situations import matched_keys
 from question_bank.store import list_questions
 
 
@@ -39,6 +42,7 @@ class RankingWeights:
     information: float = -0.75
     asked_earlier: float = -1.0
     same_layer_as_above: float = -0.4   # per layer shared with questions already ranked above
+    diagnosis: float = 4.0        # written for the profile's top finding; x0.75 per rank below it
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,7 @@ class PauseSituation:
     recent_question_ids: frozenset[int] = frozenset()   # just asked: left out
     recent_texts: frozenset[str] = frozenset()           # normalized texts just sent: left out
     asked_question_ids: frozenset[int] = frozenset()    # asked at any time in the session
+    findings: tuple[str, ...] = ()   # the leader's profile's finding codes, most at stake first
 
     def __post_init__(self) -> None:
         if self.trigger not in PAUSE_TRIGGERS:
@@ -104,8 +109,14 @@ def score_question(
     if evidence.credited:
         part = max(-weights.evidence_cap, min(weights.evidence_cap, weights.evidence * evidence.shrunk_log_gain))
         score += part
-        reasons.append(f"leader {evidence.gain_percent:+.1f}% after it ({evidence.credited} "
+        reasons.append(f"leader {evidence.geomean_gain:.3f}x after it ({evidence.credited} "
                        f"use{'s' if evidence.credited != 1 else ''})")
+
+    matched = matched_keys(situation.findings).get(q.key)
+    if matched is not None:
+        rank_of, code = matched
+        score += weights.diagnosis * 0.75 ** rank_of
+        reasons.append(f"matches the profile: {code.replace('_', ' ')}")
 
     if q.kind == Kind.INFORMATION.value:
         score += weights.information
@@ -163,6 +174,7 @@ def situation_for_session(
     arch: str | None = None,
     extra_layers: Mapping[str, int] | None = None,
     recent: int = 3,
+    findings: Sequence[str] = (),
 ) -> PauseSituation:
     """A pause's situation from what the bank recorded for this session: the layers its messages
     named (plus `extra_layers`, e.g. the layers an agent's candidates changed) and what was sent."""
@@ -181,6 +193,7 @@ def situation_for_session(
         recent_question_ids=frozenset(u.question_id for u in last if u.question_id is not None),
         recent_texts=frozenset(normalize_text(u.text) for u in last),
         asked_question_ids=frozenset(u.question_id for u in uses if u.question_id is not None),
+        findings=tuple(findings),
     )
 
 
@@ -193,10 +206,11 @@ def rank_for_pause(
     arch: str | None = None,
     extra_layers: Mapping[str, int] | None = None,
     limit: int = 5,
+    findings: Sequence[str] = (),
 ) -> list[RankedQuestion]:
     """The questions to suggest when a session pauses, best first."""
     situation = situation_for_session(session, session_ref, trigger, problem=problem, arch=arch,
-                                      extra_layers=extra_layers)
+                                      extra_layers=extra_layers, findings=findings)
     return rank(list_questions(session, status=Status.ACTIVE.value), situation,
                 question_evidence(session), limit=limit)
 

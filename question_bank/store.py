@@ -64,6 +64,12 @@ def get_question(session: Session, question_id: int) -> BankQuestion | None:
     return session.get(BankQuestion, question_id)
 
 
+def merged_into(session: Session, question_id: int) -> Sequence[BankQuestion]:
+    """The questions merged into this one (curation's merge keeps them, retired, for the record)."""
+    return session.exec(select(BankQuestion).where(BankQuestion.merged_into_id == question_id)
+                        .order_by(col(BankQuestion.id))).all()
+
+
 def get_by_key(session: Session, key: str) -> BankQuestion | None:
     return session.exec(select(BankQuestion).where(BankQuestion.key == key)).first()
 

@@ -56,22 +56,21 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from app.audit.trace_io import trace_bytes  # noqa: E402
-from app.campaigns.create import create_campaign, member_session_ids  # noqa: E402
-from app.campaigns.models import Campaign  # noqa: E402
-from app.campaigns.schemas import CampaignCreate, MemberIn  # noqa: E402
-from app.campaigns.trace import export_campaign  # noqa: E402
-from app.context import ServerContext  # noqa: E402
-from app.db import open_database  # noqa: E402
-from app.models import INTERRUPTED, PAUSED, Candidate  # noqa: E402
-from app.runner.devices import DeviceQueue  # noqa: E402
-from app.runner.manager import RunnerManager  # noqa: E402
-from app.runner.pause import auto_ask_step  # noqa: E402
-from app.runner.states import FINAL_STATES  # noqa: E402
-from app.schemas import ThresholdsIn  # noqa: E402
-from app.sessions import Conflict, get_session, latest_evaluation, resume, stop  # noqa: E402
+from app.domain.audit.trace_io import trace_bytes  # noqa: E402
+from app.domain.campaigns.members import member_session_ids  # noqa: E402
+from app.domain.campaigns.schemas import CampaignCreate, MemberIn  # noqa: E402
+from app.domain.campaigns.trace import export_campaign  # noqa: E402
+from app.domain.lifecycle import FINAL_STATES  # noqa: E402
+from app.domain.schemas import ThresholdsIn  # noqa: E402
+from app.domain.sessions import Conflict, get_session, latest_evaluation, resume, stop  # noqa: E402
+from app.engine.campaigns import create_campaign  # noqa: E402
+from app.engine.engine import Engine  # noqa: E402
+from app.engine.runner.manager import RunnerManager  # noqa: E402
+from app.engine.runner.pause import auto_ask_step  # noqa: E402
+from app.services.context import ServerContext  # noqa: E402
 from app.settings import Settings  # noqa: E402
-from app.steering import bank  # noqa: E402
+from app.store.campaign_models import Campaign  # noqa: E402
+from app.store.models import INTERRUPTED, PAUSED, Candidate  # noqa: E402
 from harness.report import EvaluationReport  # noqa: E402
 from question_bank.auto_ask import AutoAsker  # noqa: E402
 from scripts.offline_campaigns import SCENARIOS, scenario_specs  # noqa: E402
@@ -229,7 +228,7 @@ def side_by_side(ctx: ServerContext, results: dict[str, dict[str, Any]]) -> None
     """Every arm's leader evaluated again, one after the other, cuDNN, flash and FlashAttention-3
     (where it loads) timed beside it in the same worker processes (no peer cache): the x cuDNN,
     x flash and x FA3 of the table."""
-    from app.runner.evaluation import gpu_timing
+    from app.services.evaluation import gpu_timing
     from harness.attention.suite import default_suite
     from harness.evaluate import evaluate_source
     from harness.settings import EvalSettings
@@ -252,25 +251,20 @@ def side_by_side(ctx: ServerContext, results: dict[str, dict[str, Any]]) -> None
 async def experiment(args: argparse.Namespace) -> dict[str, Any]:
     out = Path(args.out).resolve()
     (out / "traces").mkdir(parents=True, exist_ok=True)
-    gpu_probe = None
+    gpu_probe, evaluator = None, None
     if args.cpu_standin:
-        from app.runner import evaluation as ev
-        from tests.family_model import fake_evaluate
+        from tests.family_model import SyntheticEvaluator
 
-        ev.evaluate = fake_evaluate  # the synthetic speed table answers every evaluation
-        ev.prebuild = lambda candidate, against: None  # nothing is run, so nothing needs nvcc
+        evaluator = SyntheticEvaluator()  # the synthetic speed table answers every evaluation
         gpu_probe = lambda: True  # noqa: E731 - the stand-in needs no GPU, and nothing touches one
     # The sessions' peers are the server's (cuDNN, flash, FA3), their times cached after the first
     # evaluation of a shape: with cuDNN alone, every decode and chunked scenario beat the only
     # peer by over 2x and each evaluation paid the profiler's first session (docs/campaigns.md).
     settings = Settings(data_dir=out / "data", db_url=f"sqlite:///{out / 'experiment.db'}",
                         timing_budget_ms=args.timing_budget_ms, trials=2, bank_semantic_search=False)
-    database = open_database(settings)
-    bank.on_startup(database, semantic=False)
-    devices = DeviceQueue(settings.gpu_poll_s, gpu_probe=gpu_probe) if gpu_probe else DeviceQueue(settings.gpu_poll_s)
-    ctx = ServerContext(settings, database, devices=devices)
-    ctx.hub.bind_loop(asyncio.get_running_loop())
-    runners = RunnerManager(ctx)
+    engine = Engine(settings, evaluator=evaluator, gpu_probe=gpu_probe)  # the server's own start
+    await engine.start()
+    ctx, runners, database = engine.ctx, engine.runners, engine.ctx.database
     seeds: dict[str, Any] = {}
     t0 = time.monotonic()
     for seed in args.seeds:
@@ -287,7 +281,7 @@ async def experiment(args: argparse.Namespace) -> dict[str, Any]:
     await runners.shutdown()
     with database.engine.connect() as conn:
         conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-    database.dispose()
+    await engine.stop()
     summary = {"cpu_standin": args.cpu_standin, "label": STANDIN_LABEL if args.cpu_standin else "H200",
                "settings": {"evaluations": args.evaluations, "agents": args.agents, "plateau_window":
                             args.plateau_window, "timing_budget_ms": args.timing_budget_ms,

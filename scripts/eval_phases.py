@@ -13,14 +13,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as `python3 scripts/eval_phases.py` from a bare checkout
+    sys.path.insert(0, str(ROOT))
+
+from harness.stats import geomean  # noqa: E402
+
 PHASES = ("correctness", "reference", "peers", "timing", "integrity", "profile")
-
-
-def _geo(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
 def phase_row(name: str, d: dict[str, Any], wall: str) -> str:
@@ -62,7 +65,7 @@ def ratios(first: dict[str, Any], later: dict[str, Any]) -> str:
         if r:
             within = sum(abs(v - 1) <= 0.10 for v in r)
             worst = max(named, key=lambda n: abs(math.log(named[n])))
-            out.append(f"{who} geomean {_geo(r):.4f} range {min(r):.3f}-{max(r):.3f} "
+            out.append(f"{who} geomean {geomean(r):.4f} range {min(r):.3f}-{max(r):.3f} "
                        f"worst {named[worst]:.3f} ({worst}) within 10% {within}/{len(r)}")
     return "; ".join(out)
 

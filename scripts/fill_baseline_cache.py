@@ -16,7 +16,7 @@ from harness.compile import cache_dir, compile_kernel
 from harness.evaluate import detect_arch, fill_baseline_cache
 from harness.executor import LocalExecutor
 from harness.job import KernelSpec, WorkerJob
-from harness.problems import get_problem
+from harness.problem_registry import get_problem
 from harness.report import PASS, ScenarioResult
 from harness.settings import EvalSettings
 

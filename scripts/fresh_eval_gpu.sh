@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fresh evaluation's cost on a GPU machine (docs/harness.md "What an evaluation costs"):
+# The fresh evaluation's cost on a GPU machine (docs/harness.md "What an evaluation costs now"):
 # a kernel over all 182 scenarios, each evaluation a new `python -m harness eval` process with
 # no peer cache (cuDNN, flash and FA3 timed side by side), the compile cache warm, the wall time
 # taken around the process. Optionally the same first with another checkout (BEFORE, e.g. main)
@@ -61,7 +61,7 @@ PYTHONPATH=$HERE:$SITE python3 -c "
 import torch
 from harness.attention.fresh import DISTRIBUTIONS, fresh_qkv, write_fresh_qkv
 from harness.attention.fresh_fill import for_device
-from harness.attention.problem import AttentionForward
+from harness.attention.forward import AttentionForward
 from harness.scenario import Scenario
 dev, p = torch.device('cuda'), AttentionForward()
 s = Scenario('gqa', 'x', 3, 77, 1031, 8, 2, 128, causal=True)

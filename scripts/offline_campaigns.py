@@ -27,15 +27,8 @@ from typing import Any
 
 from sqlmodel import col, select
 
-from app.context import ServerContext
-from app.db import open_database
-from app.events import LiveNote
-from app.models import DONE, FAILED, INTERRUPTED, PAUSED, STOPPED, Candidate, Evaluation
-from app.new_session import create_session
-from app.runner.devices import DeviceQueue
-from app.runner.manager import RunnerManager
-from app.schemas import ScenarioIn, SessionCreate, ThresholdsIn
-from app.sessions import (
+from app.domain.schemas import ScenarioIn, SessionCreate, ThresholdsIn
+from app.domain.sessions import (
     Conflict,
     candidates_of,
     get_session,
@@ -45,8 +38,13 @@ from app.sessions import (
     stop,
     triggers_of,
 )
+from app.engine.engine import Engine
+from app.engine.new_session import create_session
+from app.engine.runner.manager import RunnerManager
+from app.services.context import ServerContext
 from app.settings import Settings
-from app.steering import bank
+from app.store.events import LiveNote
+from app.store.models import DONE, FAILED, INTERRUPTED, PAUSED, STOPPED, Candidate, Evaluation
 from harness.report import EvaluationReport
 
 FINAL = (DONE, STOPPED, FAILED)
@@ -142,7 +140,7 @@ def evaluation_costs(ctx: ServerContext, session_id: int) -> dict[str, Any]:
 def side_by_side(ctx: ServerContext, ids: dict[str, int]) -> dict[str, Any]:
     """Both leaders evaluated again on the campaign's scenarios, cuDNN and flash timed in the
     same worker processes (no peer cache), one right after the other."""
-    from app.runner.evaluation import gpu_timing
+    from app.services.evaluation import gpu_timing
     from harness.attention.suite import default_suite
     from harness.evaluate import evaluate_source
     from harness.settings import EvalSettings
@@ -177,11 +175,9 @@ async def campaign(args: argparse.Namespace) -> dict[str, Any]:
     data_dir = Path(args.data_dir).resolve() if args.data_dir else out / "data"
     settings = Settings(data_dir=data_dir, db_url=f"sqlite:///{db_path}", timing_budget_ms=args.timing_budget_ms,
                         peers=("cudnn",), trials=2, bank_semantic_search=False)
-    database = open_database(settings)
-    bank.on_startup(database, semantic=False)
-    ctx = ServerContext(settings, database, devices=DeviceQueue(settings.gpu_poll_s))
-    ctx.hub.bind_loop(asyncio.get_running_loop())
-    runners = RunnerManager(ctx)
+    engine = Engine(settings)  # the server's own start: database, bank, services, runners, recovery
+    await engine.start()
+    ctx, runners, database = engine.ctx, engine.runners, engine.ctx.database
 
     ids: dict[str, int] = {}
     watchers = []
@@ -189,7 +185,7 @@ async def campaign(args: argparse.Namespace) -> dict[str, Any]:
         how = "bank questions answer each pause" if mode == "bank" else "pauses resumed without a message"
         spec = SessionCreate(
             title=f"offline agent, {how}",
-            agent="offline", agent_config={"seed": args.seed}, candidate_kind="cuda",
+            agent="offline", agent_config={"seed": args.seed, "strategy": "greedy"}, candidate_kind="cuda",
             scenarios=scenario_specs(SCENARIOS),
             thresholds=ThresholdsIn(plateau_window=args.plateau_window, suspicious_jump=args.suspicious_jump),
         )
@@ -259,7 +255,7 @@ async def campaign(args: argparse.Namespace) -> dict[str, Any]:
                           "wall_s": round(time.monotonic() - t0, 1)}
     with database.engine.connect() as conn:  # fold the WAL into the file before it is copied
         conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-    database.dispose()
+    await engine.stop()
     (out / "summary.json").write_text(json.dumps(result, indent=1))
     return result
 

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.bias import causal_lower_right
 
-from harness.attention.problem import AttentionForward
+from harness.attention.forward import AttentionForward
 from harness.attention.reference import attention_reference
 from harness.attention.suite import default_suite
 from harness.correctness import tolerance

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from harness.attention.problem import AttentionForward
+from harness.attention.forward import AttentionForward
 from harness.attention.reference import attention_reference
 from harness.correctness import tolerance
 from harness.scenario import Scenario

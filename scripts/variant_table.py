@@ -11,23 +11,31 @@ dim, round by round ("r1/r2/..."), so that an arm reads against its own spread a
 from __future__ import annotations
 
 import json
-import math
 import sys
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as `python3 scripts/variant_table.py` from a bare checkout
+    sys.path.insert(0, str(ROOT))
 
-def _geo(values: Iterable[float]) -> float:
-    vals = [v for v in values if v and v > 0]
-    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else float("nan")
+from harness.stats import geomean  # noqa: E402
+
+
+def _geo(values: Iterable[float | None]) -> float:
+    """The geomean of the values the reports have (None: a ratio or rate a failed scenario
+    lacks), NaN where there are none."""
+    found = geomean(v for v in values if v is not None)
+    return float("nan") if found is None else found
 
 
 def _rows(report: dict[str, Any], keep: Callable[[dict[str, Any]], bool]) -> str:
     rows = [s for s in report["scenarios"] if keep(s)]
     ok = sum(s["status"] == "pass" for s in rows)
-    peers = {p: _geo((s.get("speedup_vs_peers") or {}).get(p) or 0 for s in rows) for p in ("cudnn", "flash", "fa3")}
-    base = _geo(s.get("speedup_vs_baseline") or 0 for s in rows)
-    tf = _geo(s.get("tflops") or 0 for s in rows)
+    peers = {p: _geo((s.get("speedup_vs_peers") or {}).get(p) for s in rows) for p in ("cudnn", "flash", "fa3")}
+    base = _geo(s.get("speedup_vs_baseline") for s in rows)
+    tf = _geo(s.get("tflops") for s in rows)
     return (f"{ok:>3}/{len(rows):<3} cud {peers['cudnn']:.3f} fl {peers['flash']:.3f} fa3 {peers['fa3']:.3f} "
             f"base {base:.3f} TF {tf:.0f}")
 
@@ -54,7 +62,7 @@ def rounds_table(arms: dict[str, list[dict[str, Any]]]) -> str:
     for name, reps in arms.items():
         cells = []
         for _, keep in groups:
-            vals = [_geo(s.get("speedup_vs_baseline") or 0 for s in rep["scenarios"] if keep(s)) for rep in reps]
+            vals = [_geo(s.get("speedup_vs_baseline") for s in rep["scenarios"] if keep(s)) for rep in reps]
             cells.append("/".join(f"{v:.3f}" for v in vals))
         lines.append(f"{name:<8} " + " ".join(f"{x:>17}" for x in cells))
     return "\n".join(lines)

@@ -33,7 +33,7 @@ from harness.compile import compile_kernel
 from harness.device import make_device
 from harness.evaluate import detect_arch
 from harness.job import KernelSpec
-from harness.problems import get_problem
+from harness.problem_registry import get_problem
 from harness.settings import EvalSettings
 from harness.suite import select
 

@@ -34,3 +34,10 @@ document.addEventListener("htmx:wsAfterMessage", function () {
   var trace = document.getElementById("trace");
   if (trace && trace.dataset.stick === "true") trace.scrollTop = trace.scrollHeight;
 });
+
+// Actions that cannot be undone ask first: an element with data-confirm sends over the
+// websocket only once the person agrees (cancelling htmx:wsConfigSend sends nothing).
+document.addEventListener("htmx:wsConfigSend", function (event) {
+  var form = event.target.closest ? event.target.closest("[data-confirm]") : null;
+  if (form && !window.confirm(form.getAttribute("data-confirm"))) event.preventDefault();
+});

@@ -74,8 +74,8 @@ def user_blocks(request: dict[str, Any]) -> list[dict[str, Any]]:
 
 def serve_claude_from(api: FakeMessagesAPI, monkeypatch: Any) -> None:
     """Make the registry's `claude` agent talk to `api` (for sessions run by a real server)."""
-    from app.agents import registry
-    from app.agents.claude import ClaudeAgent
+    from app.engine.agents import registry
+    from app.engine.agents.claude import ClaudeAgent
 
     info = registry.agent_info("claude")
     monkeypatch.setitem(registry._AGENTS, "claude", registry.AgentInfo(

@@ -4,6 +4,8 @@ processes through the real worker; each takes AttentionBuffers and returns an er
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from harness.attention.abi import AttentionBuffers
@@ -122,4 +124,119 @@ def wrong_once_while_timed(b: AttentionBuffers) -> int:
     correct(b)
     if _CALLS["n"] == 9:
         b.o.mul_(-1.0)
+    return 0
+
+
+# Issue 47: a candidate is hostile native code in the harness's own process. Each of these tries
+# one thing the worker's sandbox refuses (harness/sandbox.py) during its call, then answers
+# correctly: the scenario must fail with a reason naming the attempt.
+SANDBOX_TARGET_ENV = "SOCRATIC_TEST_SANDBOX_TARGET"
+
+
+def _target() -> str:
+    import os
+
+    return os.environ.get(SANDBOX_TARGET_ENV, "/tmp/socratic-sandbox-target")
+
+
+def writes_a_file(b: AttentionBuffers) -> int:
+    """The baseline-cache rewrite of issue 47 (class 4), as plain Python."""
+    with contextlib.suppress(OSError), open(_target(), "w") as f:
+        f.write('{"median_ms": 1e9}')
+    return correct(b)
+
+
+def opens_a_socket(b: AttentionBuffers) -> int:
+    import socket
+
+    with contextlib.suppress(OSError):
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM).connect(("127.0.0.1", 9))
+    return correct(b)
+
+
+def executes_a_program(b: AttentionBuffers) -> int:
+    import os
+
+    with contextlib.suppress(OSError):
+        os.execv("/bin/true", ["true"])
+    return correct(b)
+
+
+def forks(b: AttentionBuffers) -> int:
+    import os
+
+    try:
+        if os.fork() == 0:
+            os._exit(0)
+    except OSError:
+        pass
+    return correct(b)
+
+
+def traces_its_parent(b: AttentionBuffers) -> int:
+    import ctypes
+    import os
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace(16, os.getppid(), 0, 0)  # PTRACE_ATTACH
+    return correct(b)
+
+
+def signals_its_parent(b: AttentionBuffers) -> int:
+    import os
+    import signal
+
+    with contextlib.suppress(OSError):
+        os.kill(os.getppid(), signal.SIGCONT)
+    return correct(b)
+
+
+def starts_a_thread(b: AttentionBuffers) -> int:
+    """Not refused: threads (CUDA, torch and CUPTI start their own) still work under the filter."""
+    import threading
+
+    box: list[int] = []
+    t = threading.Thread(target=lambda: box.append(correct(b)))
+    t.start()
+    t.join()
+    return box[0]
+
+
+def holds_the_cache_key(b: AttentionBuffers) -> int:
+    """Correct only if this process holds no cache key: neither in the harness's module, nor in
+    its environment, nor in the job it was sent."""
+    import os
+    import sys
+
+    trusted = sys.modules.get("harness.trusted_cache")
+    if trusted is not None and getattr(trusted, "_KEY", None) is not None:
+        return 1
+    if any("cache.key" in v or "SOCRATIC_CACHE_KEY" in k for k, v in os.environ.items()):
+        return 1
+    return correct(b)
+
+
+_LAST: dict[str, object] = {}
+
+
+def repairs_kept_outputs(b: AttentionBuffers) -> int:
+    """Issue 47, class 2 (kernels/cheats/cheat_late_repair.cu in Python): once the calls alternate
+    between two buffer sets, each call leaves zeros in its own output and computes the previous
+    call's answer into the previous call's output, on that call's inputs (still in place)."""
+    from harness.attention.reference import attention_reference
+
+    last = _LAST.get("b")
+    before_last = _LAST.get("before_last_o")
+    alternating = last is not None and last.o.data_ptr() != b.o.data_ptr() and before_last == b.o.data_ptr()  # type: ignore[attr-defined]
+    if last is not None and last.o.data_ptr() != b.o.data_ptr():  # type: ignore[attr-defined]
+        ref = attention_reference(last.q, last.k, last.v, causal=last.causal,  # type: ignore[attr-defined]
+                                  scale=_LAST["scale"], compute_dtype=torch.float32)
+        last.o.copy_(ref.to(torch.bfloat16))  # type: ignore[attr-defined]
+    if alternating:
+        b.o.zero_()
+    else:
+        correct(b)
+    _LAST["before_last_o"] = last.o.data_ptr() if last is not None else None  # type: ignore[attr-defined]
+    _LAST["b"] = b
+    _LAST["scale"] = float(b.scale)
     return 0

@@ -8,6 +8,7 @@ import itertools
 import os
 import random
 import time
+from pathlib import Path
 
 import torch
 
@@ -98,8 +99,16 @@ def crash_on_causal(b: AttentionBuffers) -> int:
     return correct(b)
 
 
+# A folder where hang_on_causal leaves a file named after its process as it starts to hang,
+# so that a test can wait until an evaluation process is inside the kernel.
+HANG_MARKS_ENV = "SOCRATIC_TEST_HANG_MARKS"
+
+
 def hang_on_causal(b: AttentionBuffers) -> int:
     if b.causal:
+        marks = os.environ.get(HANG_MARKS_ENV)
+        if marks:
+            (Path(marks) / str(os.getpid())).touch()
         time.sleep(3600)
     return correct(b)
 

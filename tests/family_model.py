@@ -3,23 +3,32 @@ without a GPU: family kernels are rendered for real (their knob setting is read 
 source's header comment), and a fixed table says how fast each setting is on each scenario.
 Each layer has one knob that matters a lot somewhere (causal skipping on causal shapes,
 split-KV on decode, ...) and tiles that matter a little, so a greedy search confined to
-tiling plateaus, and a question that moves it to another layer pays."""
+tiling plateaus, and a question that moves it to another layer pays.
+
+`hopper=True` models an H100 for profiles (harness/profile.py): the Hopper layer (`mma=wgmma`,
+then `wg_load=tma`) is worth most on every shape but decode, and each report carries what a GPU
+evaluation carries: the measured roofline rates, FLOPs, bytes, TFLOP/s and GB/s per scenario,
+and the kernel's resources with its SASS mix (HGMMA or HMMA, UTMALDG where TMA loads)."""
 
 from __future__ import annotations
 
-import math
 import threading
 from pathlib import Path
 from typing import Any
 
-from app.runner.evaluation import Implementation, resolve_path
+from app.services.evaluation import Evaluator, Implementation, resolve_path
+from harness.attention.forward import attention_flops, attention_min_bytes
 from harness.executor import ProgressFn
 from harness.report import PASS, CompileInfo, EvaluationReport, ScenarioResult
 from harness.scenario import Scenario
 from harness.settings import EvalSettings
+from harness.stats import geomean
 from kernels.attention.family.render import recorded_knobs
 
 BEST_TILES = {64: "128x64x4", 128: "128x64x8", 256: "64x64x4"}
+# The synthetic H100's measured roofline, and the rates of a kernel of speed 1 (the baseline).
+MATRIX_TFLOPS, COPY_GBPS = 800.0, 3000.0
+BASE_TFLOPS, BASE_GBPS = 20.0, 60.0
 
 
 def knobs_of_source(text: str) -> dict[str, Any] | None:
@@ -28,10 +37,17 @@ def knobs_of_source(text: str) -> dict[str, Any] | None:
     return recorded_knobs(text)
 
 
-def speed(knobs: dict[str, Any] | None, s: Scenario) -> float:
+def speed(knobs: dict[str, Any] | None, s: Scenario, hopper: bool = False) -> float:
     """Throughput relative to the baseline kernel (which has no knobs: 1.0)."""
     if knobs is None:
         return 1.0
+    if hopper and knobs.get("mma") == "wgmma" and s.seqlen_q > 4:
+        # warpgroup MMA doubles the matrix rate; the copy engine adds to it
+        return _speed(knobs, s) * 2.2 * (1.12 if knobs.get("wg_load") == "tma" else 1.0)
+    return _speed(knobs, s)
+
+
+def _speed(knobs: dict[str, Any], s: Scenario) -> float:
     v = 2.0  # tensor cores at all
     tile = knobs[f"tile_d{s.head_dim}"]
     v *= 1.25 if tile == BEST_TILES[s.head_dim] else (1.1 if tile.startswith("128") else 1.0)
@@ -48,10 +64,12 @@ def speed(knobs: dict[str, Any] | None, s: Scenario) -> float:
 
 def fake_evaluate(candidate: Implementation, against: Implementation, scenarios: list[Scenario],
                   settings: EvalSettings, progress: ProgressFn | None, cancel: threading.Event,
-                  suite: str = "all", one_device: bool = False) -> EvaluationReport:
-    """Stands in for app.runner.evaluation.evaluate: same arguments, a report from the table."""
+                  suite: str = "all", one_device: bool = False, hopper: bool = False) -> EvaluationReport:
+    """Stands in for `Evaluator.evaluate` (app/services/evaluation.py): same arguments, a report from the table."""
     mine = knobs_of_source(resolve_path(candidate.ref).read_text())
     theirs = knobs_of_source(Path(resolve_path(against.ref)).read_text())
+    if hopper:
+        return _hopper_report(candidate, against, scenarios, suite, mine, theirs)
     rows = []
     for s in scenarios:
         ratio = speed(mine, s) / speed(theirs, s)
@@ -62,5 +80,59 @@ def fake_evaluate(candidate: Implementation, against: Implementation, scenarios:
                             scenarios=rows, compile=CompileInfo(ok=True))
 
 
-def geomean_speed(knobs: dict[str, Any], scenarios: list[Scenario]) -> float:
-    return math.exp(sum(math.log(speed(knobs, s)) for s in scenarios) / len(scenarios))
+def _ms(knobs: dict[str, Any] | None, s: Scenario) -> float:
+    """A call's time: decode streams bytes, everything else computes FLOPs."""
+    if s.seqlen_q <= 4:
+        return attention_min_bytes(s) / (BASE_GBPS * speed(knobs, s, True) * 1e9) * 1e3
+    return attention_flops(s) / (BASE_TFLOPS * speed(knobs, s, True) * 1e12) * 1e3
+
+
+def sass_of(knobs: dict[str, Any] | None) -> dict[str, int]:
+    if knobs is None:
+        return {"FFMA": 900, "total": 2000}
+    mix = {"HGMMA": 96, "total": 6000} if knobs.get("mma") == "wgmma" else {"HMMA": 512, "LDSM": 96, "total": 4000}
+    if knobs.get("wg_load") == "tma":
+        mix["UTMALDG"] = 8
+    elif knobs.get("loader") == "cp_async":
+        mix["LDGSTS"] = 32
+    return mix
+
+
+def _hopper_report(candidate: Implementation, against: Implementation, scenarios: list[Scenario], suite: str,
+                   mine: dict[str, Any] | None, theirs: dict[str, Any] | None) -> EvaluationReport:
+    rows = []
+    for s in scenarios:
+        ms, base_ms = _ms(mine, s), _ms(theirs, s)
+        flops, nbytes = attention_flops(s), attention_min_bytes(s)
+        rows.append(ScenarioResult(s.name, s.category, s.hidden, PASS, flops=flops, bytes=nbytes, time_ms=ms,
+                                   baseline_ms=base_ms, speedup_vs_baseline=base_ms / ms,
+                                   tflops=flops / (ms * 1e-3) / 1e12, gbps=nbytes / (ms * 1e-3) / 1e9))
+    resources = [{"name": "attention_kernel", "arch": "sm_90a", "registers": 168, "shared_bytes": 0,
+                  "stack_bytes": 0, "spill_store_bytes": 0, "spill_load_bytes": 0, "sass": sass_of(mine)}]
+    return EvaluationReport(kernel=candidate.label, baseline=against.label, gpu="synthetic H100", suite=suite,
+                            scenarios=rows, compile=CompileInfo(ok=True, resources=resources),
+                            settings={"device_info": {"name": "synthetic H100", "capability": "9.0",
+                                                      "matrix_tflops": MATRIX_TFLOPS, "copy_gbps": COPY_GBPS}})
+
+
+class SyntheticEvaluator(Evaluator):
+    """The server's evaluator with the speed table in place of the harness: nothing runs on a
+    GPU, so nothing is compiled first either (two shared CPU cores). `hopper`: the H100 model
+    above, with what profiles read."""
+
+    def __init__(self, hopper: bool = False) -> None:
+        super().__init__()
+        self.hopper = hopper
+
+    def prebuild(self, candidate: Implementation, against: Implementation) -> None:
+        return None
+
+    def evaluate(self, candidate: Implementation, against: Implementation, scenarios: list[Scenario],
+                 settings: EvalSettings, progress: ProgressFn | None, cancel: threading.Event,
+                 suite: str = "all", one_device: bool = False) -> EvaluationReport:
+        return fake_evaluate(candidate, against, scenarios, settings, progress, cancel, suite, one_device,
+                             self.hopper)
+
+
+def geomean_speed(knobs: dict[str, Any], scenarios: list[Scenario], hopper: bool = False) -> float:
+    return geomean(speed(knobs, s, hopper) for s in scenarios) or 1.0

@@ -20,26 +20,29 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from app.runner.devices import DeviceQueue
+from app.faces.web.app import create_app
+from app.services.devices import DeviceQueue
+from app.services.evaluation import Evaluator
 from app.settings import Settings
-from app.web.app import create_app
 
 CPU = "tests.cpu_kernels"
 SEQ = re.compile(r'class="event[^"]*" data-seq="(\d+)"')
 
 
 def settings_for(data_dir: Path, **overrides: Any) -> Settings:
-    # "testserver": the Host that Starlette's TestClient sends (app/web/hosts.py answers only known names).
+    # "testserver": the Host that Starlette's TestClient sends (app/faces/web/hosts.py answers only known names).
     return Settings(**{"data_dir": data_dir, "allow_python_candidates": True, "allowed_hosts": ("testserver",),
                        **overrides})
 
 
 @contextmanager
-def running_app(data_dir: Path, gpu: bool = False, **overrides: Any) -> Iterator[TestClient]:
+def running_app(data_dir: Path, gpu: bool = False, evaluator: Evaluator | None = None,
+                **overrides: Any) -> Iterator[TestClient]:
     """The server with its lifespan (migrations, recovery, runners). `gpu` fixes what the
-    device queue believes about the machine, so tests behave the same on a GPU host."""
+    device queue believes about the machine, so tests behave the same on a GPU host; `evaluator`
+    replaces the harness (tests/family_model.py's speed table)."""
     devices = DeviceQueue(poll_s=0.2, gpu_probe=lambda: gpu)
-    app = create_app(settings_for(data_dir, **overrides), devices=devices)
+    app = create_app(settings_for(data_dir, **overrides), devices=devices, evaluator=evaluator)
     with TestClient(app) as client:
         yield client
 
@@ -120,7 +123,7 @@ def live_server(data_dir: Path, *args: str, env: dict[str, str] | None = None) -
     # one (a few hundred access-log lines) would block the server.
     log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed in the finally below)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--data-dir", str(data_dir), *args],
+        [sys.executable, "-m", "app", "serve", "--port", str(port), "--data-dir", str(data_dir), *args],
         cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT, text=True,
     )
     base = f"http://127.0.0.1:{port}"

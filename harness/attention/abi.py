@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from harness.problem import LoadedKernel
+from harness.problem_interface import LoadedKernel
 
 ABI_VERSION = 1
 CUDA_ERROR_NOT_SUPPORTED = 801

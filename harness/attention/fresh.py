@@ -32,7 +32,7 @@ from harness.attention.fields import default_scale, timed_scale
 from harness.attention.fresh_fill import CallTable, FreshFill, Logical, for_device
 from harness.attention.reference import attention_rows_reference, chunk_bytes_for
 from harness.correctness import check_output, tolerance_tensor
-from harness.problem import TimedInputs
+from harness.problem_interface import TimedInputs
 from harness.scenario import Scenario
 
 DISTRIBUTIONS = ("normal", "large-logits", "uniform-shifted")
@@ -136,10 +136,19 @@ class AttentionTimedInputs(TimedInputs):
         self.calls: list[TimedCall] = []
         self.pending: TimedCall | None = None
         self.fill = for_device(self.device)
+        # The copy of this set's last output taken when its call ended (after_call), and per call
+        # a device flag: did the output buffer differ from that copy before the set's next call?
+        self.last_kept: TimedCall | None = None
+        self.changed: list[tuple[TimedCall, torch.Tensor]] = []
 
     # -- the timing loop -------------------------------------------------------------------
 
     def before_call(self) -> None:
+        kept = self.last_kept
+        if kept is not None and kept.out is not None:
+            # Enqueued on the harness stream, no wait: read once after the loop (tamper_reason).
+            self.changed.append((kept, torch.ne(_bits16(self.bufs.o), _bits16(kept.out)).any()))
+            self.last_kept = None
         self.keep_last()
         nonce = self.rng.getrandbits(62)
         dist = self.rng.choice(DISTRIBUTIONS)
@@ -154,6 +163,28 @@ class AttentionTimedInputs(TimedInputs):
             self.pending.out = self.bufs.o.clone()
             self.calls.append(self.pending)
             self.pending = None
+
+    def after_call(self) -> None:
+        """The output copied the moment its call ended, before any other candidate call: a
+        kernel that repairs it later changes only the buffer, never what is checked."""
+        if self.pending is not None:
+            kept = self.pending
+            self.keep_last()
+            self.last_kept = kept
+
+    def tamper_reason(self) -> str | None:
+        if not self.changed:
+            return None
+        flags = torch.stack([f for _, f in self.changed]).tolist()
+        bad = [c for (c, _), f in zip(self.changed, flags, strict=True) if f]
+        self.changed = []
+        if not bad:
+            return None
+        c = bad[0]
+        return (f"tampering: the output of timed call {c.number} (input set {c.set_no}) changed after "
+                "its call ended, before the harness's next call on that set: the kernel rewrites outputs "
+                f"after it returns ({len(bad)} such call(s); the harness checks the copy it took when "
+                "each call ended)")
 
     # -- after the calls -------------------------------------------------------------------
 
@@ -200,6 +231,7 @@ class AttentionTimedInputs(TimedInputs):
         previous call left it; rows of the changed block and of the rest are checked against
         the new contents. A cache keyed on pointers or on a few sampled elements hits and
         returns the previous answer."""
+        self.last_kept = None  # the probe's call is not a timed one: nothing to compare after it
         s = self.s
         blocks = s.batch * s.heads_kv
         pick = self.rng.randrange(1, blocks) if blocks > 1 else 0
@@ -244,12 +276,17 @@ class AttentionTimedInputs(TimedInputs):
         )
 
     def restore(self) -> None:
+        self.last_kept = None  # the harness writes the set itself from here: nothing to compare
         for dst, src in zip((self.q, self.k, self.v), self.saved, strict=True):
             dst.copy_(src)
         self.bufs.scale = self.saved_scale
 
 
 # -- judging the timed calls of a scenario ---------------------------------------------------
+
+
+def _bits16(t: torch.Tensor) -> torch.Tensor:
+    return t.view(torch.int16) if t.element_size() == 2 else t.view(torch.int32)
 
 
 def _centered(t: torch.Tensor) -> torch.Tensor:

@@ -19,6 +19,7 @@ two normals by Box-Muller (the distributions "normal" and "large-logits"), or tw
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import math
 import threading
 from collections.abc import Sequence
@@ -224,6 +225,8 @@ def _raise_for(rc: int, name: str) -> None:
 
 _LOCK = threading.Lock()
 _BUILD: Future[Path] | None = None
+# (path, sha256) of the library the evaluation's caller built and signed (WorkerJob.harness_libraries).
+PREBUILT: tuple[str, str] | None = None
 _LOADED: dict[str, FreshFill] = {}
 
 
@@ -239,11 +242,33 @@ def start_build(arch: str) -> None:
 
     def run() -> None:
         try:
-            build.set_result(compile_kernel(SOURCE, arch=arch).library)
+            if PREBUILT is not None:  # built and digest-recorded by the caller's process
+                path, sha = PREBUILT
+                if hashlib.sha256(Path(path).read_bytes()).hexdigest() != sha:
+                    raise RuntimeError("the fresh-input library changed after it was built")
+                build.set_result(Path(path))
+                return
+            # No key here (an evaluation worker): the compile cache's copy, unsigned.
+            build.set_result(compile_kernel(SOURCE, arch=arch, signed=False).library)
         except BaseException as exc:  # reported by for_device, never raised in this thread
             build.set_exception(exc)
 
     threading.Thread(target=run, name="socratic-fresh-fill", daemon=True).start()
+
+
+def use_prebuilt(path: str, sha256: str) -> None:
+    """The library the evaluation's caller built and signed: used from here on where nothing was
+    built yet, and the one this process already loaded must have its digest (a warmed worker
+    builds before its job arrives)."""
+    global PREBUILT
+    PREBUILT = (path, sha256)
+    with _LOCK:
+        build = _BUILD
+    if build is None or not build.done() or build.exception() is not None:
+        return
+    if hashlib.sha256(Path(build.result()).read_bytes()).hexdigest() != sha256:
+        raise RuntimeError("the harness's fresh-input library in the compile cache differs from the one "
+                           "the evaluation's caller built (rewritten since it was built)")
 
 
 def for_device(device: torch.device, wait_s: float = 300.0) -> FreshFill:

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from harness.problem import Peer
+from harness.problem_interface import Peer
 from harness.scenario import Scenario
 
 SDPA_PEERS = ("cudnn", "flash")
@@ -106,7 +106,8 @@ def fa3_installed() -> bool:
 def warm_first_use(fa3: bool | None = None) -> list[str]:
     """Import ahead what the first FA3 call would: fa3-fwd's operator is a `torch.library`
     custom op, and the first call of one imports torch._dynamo and its dependencies (seconds
-    in a fresh process, much of the first scenario's 4.8 s of `peers` on the H200: docs/harness.md). A
+    in a fresh process, much of the first scenario's 4.8 s of `peers` on the H200:
+    docs/lab/2026-12-01-harness-passes-1-4.md). A
     spare worker does it before its job arrives; pure imports, no GPU touched, no CUDA queried.
     Nothing when fa3-fwd is not installed. Returns the modules imported."""
     if not (fa3_installed() if fa3 is None else fa3):

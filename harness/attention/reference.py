@@ -32,7 +32,7 @@ def products_exact_in_fp32(q: torch.Tensor, k: torch.Tensor) -> bool:
     upcast product, in another order; the scale then multiplies the fp32 scores (Q times the
     scale would not be exact in bf16). Measured on the H200 over the suite's two trials: as
     close to fp64 as the upcast product, and the fp32 reference 13% faster (its scores' memory
-    traffic, not the product, is most of its time: docs/harness.md, "the seventh pass")."""
+    traffic, not the product, is most of its time: docs/lab/2026-12-03-harness-pass-7-holds-tensor-cores.md)."""
     return (q.is_cuda and q.dtype in (torch.bfloat16, torch.float16) and k.dtype == q.dtype
             and hasattr(torch.ops.aten.bmm, "dtype"))
 

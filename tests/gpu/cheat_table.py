@@ -112,17 +112,84 @@ def overhead(budget_s: float, out: Path | None, rounds: int = 2) -> None:
         out.write_text(json.dumps(rows, indent=1))
 
 
+def v3_overhead(budget_s: float, gallery: bool, gallery_budget_s: float) -> None:
+    """Verifier v3's cost (issue 47): each honest kernel over OVERHEAD_SCENARIOS with the new
+    checks on and off (EvalSettings.hardening: the sandbox, the default-stream fence and checks,
+    timed outputs kept at once), interleaved on, off, off, on, ... after a discarded warm-up; then,
+    where `gallery` and the budget allows, the gallery leader's fresh evaluation over all 182
+    scenarios, off then on (nvcc inside the wall time, cached after the first). Prints a table."""
+    by_name = {s.name: s for s in default_suite()}
+    chosen = [by_name[n] for n in OVERHEAD_SCENARIOS]
+    started = time.monotonic()
+    evaluate_source(ROOT / "kernels" / "cheats" / OVERHEAD_KERNELS[0], chosen,
+                    settings=replace(EvalSettings(), hardening=False))
+    rows: list[tuple[str, int, int, float, float, str, str]] = []
+    for kernel in OVERHEAD_KERNELS:
+        walls: dict[bool, list[float]] = {True: [], False: []}
+        verdicts: dict[bool, str] = {}
+        for rnd in range(2):
+            for on in ((True, False) if rnd % 2 == 0 else (False, True)):
+                if time.monotonic() - started > budget_s:
+                    break
+                t0 = time.monotonic()
+                rep = evaluate_source(ROOT / "kernels" / "cheats" / kernel, chosen,
+                                      settings=replace(EvalSettings(), hardening=on))
+                walls[on].append(time.monotonic() - t0)
+                verdicts[on] = rep.verdict().status
+                sandbox = rep.settings.get("device_info", {}).get("sandbox")
+                print(f"{kernel} [v3 {'on' if on else 'off'}] round {rnd + 1}: {walls[on][-1]:.1f} s, "
+                      f"{verdicts[on]}, sandbox {sandbox}", flush=True)
+                if verdicts[on] != "accepted":
+                    print(f"  {rep.verdict()}"[:600])
+        if walls[True] and walls[False]:
+            on_s = sum(walls[True]) / len(walls[True])
+            off_s = sum(walls[False]) / len(walls[False])
+            rows.append((kernel, len(chosen), len(walls[True]), on_s, off_s, verdicts[True], verdicts[False]))
+    if gallery:
+        # off first (on a fresh machine it also fills the baseline cache: not compared), then on,
+        # then off again: on is compared with the second off, same card, same call.
+        leader = ROOT / "kernels" / "attention" / "gallery" / "wgmma-tma-n.cu"
+        suite = default_suite()
+        gallery_walls: dict[str, float] = {}
+        for label, on in (("off (fills caches)", False), ("on", True), ("off", False)):
+            if time.monotonic() - started > gallery_budget_s:
+                print(f"gallery leader [v3 {label}]: skipped, over the budget")
+                continue
+            t0 = time.monotonic()
+            rep = evaluate_source(leader, suite, settings=replace(EvalSettings(), hardening=on))
+            gallery_walls[label] = time.monotonic() - t0
+            print(f"gallery leader [v3 {label}]: {gallery_walls[label]:.1f} s, {rep.verdict().status}, "
+                  f"{sum(r.status == 'pass' for r in rep.scenarios)}/{len(suite)} pass", flush=True)
+            for r in rep.scenarios:
+                if r.status != "pass":
+                    print(f"  {r.scenario}: {r.status}: {r.reason}"[:400], flush=True)
+        off = gallery_walls.get("off", gallery_walls.get("off (fills caches)"))
+        if "on" in gallery_walls and off:
+            which = "off" if "off" in gallery_walls else "off (fills caches)"
+            rows.append((f"gallery leader 182 vs {which}", len(suite), 1, gallery_walls["on"], off, "", ""))
+    print(f"\n{'verifier v3 cost':<32} {'n':>3} {'runs':>4} {'on s':>7} {'off s':>7} {'ratio':>6}  verdict on/off")
+    for name, n, runs, on_s, off_s, v_on, v_off in rows:
+        ratio = on_s / off_s if off_s > 0 else float("nan")
+        print(f"{name:<32} {n:>3} {runs:>4} {on_s:>7.1f} {off_s:>7.1f} {ratio:>6.3f}  {v_on}/{v_off}")
+    print("limits: honest kernels' ratio <= 1.25; gallery leader's fresh 182 <= 1.10")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reports", type=Path)
     ap.add_argument("--overhead", action="store_true")
+    ap.add_argument("--v3-overhead", action="store_true")
+    ap.add_argument("--gallery", action="store_true")
     ap.add_argument("--budget-s", type=float, default=150.0)
+    ap.add_argument("--gallery-budget-s", type=float, default=200.0)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     if args.reports:
         table(args.reports)
     if args.overhead:
         overhead(args.budget_s, args.json)
+    if args.v3_overhead:
+        v3_overhead(args.budget_s, args.gallery, args.gallery_budget_s)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from harness.attention.suite import default_suite
 from harness.evaluate import evaluate_source
 from harness.report import EvaluationReport, render_geomeans
 from harness.settings import EvalSettings
+from harness.stats import geomean
 from harness.suite import select
 
 
@@ -65,7 +66,7 @@ def main() -> None:
     for who, values in per.items():
         if not values:
             continue
-        gm = math.exp(sum(math.log(v) for v in values.values()) / len(values))
+        gm = geomean(values.values()) or 0.0
         worst = max(values, key=lambda n: abs(math.log(values[n])))
         within = sum(0.9 <= v <= 1.1 for v in values.values())
         summary[who] = {"geomean": round(gm, 4), "worst": worst, "worst_ratio": round(values[worst], 4),

@@ -49,7 +49,17 @@ CHEATS: dict[str, tuple[list[str], str]] = {
     "cheat_banned_library.cu": ([RAGGED], "cuBLAS is not allowed"),
     "cheat_replay.cu": ([RAGGED], "is a transformed copy of the answer for"),
     "cheat_ignore_scale.cu": ([RAGGED], "ignores softmax_scale"),
+    # Verifier v3 (issue 47): a candidate is hostile native code in the harness's own process.
+    "cheat_harness_names.cu": ([RAGGED], "harness's own kernel marks"),
+    "cheat_late_repair.cu": ([RAGGED], "changed after its call ended"),
+    "cheat_peer_sabotage.cu": ([RAGGED], "the legacy default stream"),
+    "cheat_raw_opcodes.cu": ([RAGGED], "emits raw bytes"),
+    # Per-thread work holds the legacy stream too (it synchronizes with every blocking stream), so
+    # the reason may name either default stream: the class is "default stream".
+    "cheat_early_start.cu": ([RAGGED], "default stream: the kernel ran"),
 }
+# Refused by the static checks before anything is compiled or run.
+STATIC = ("cheat_host_thread.cu", "cheat_banned_library.cu", "cheat_harness_names.cu", "cheat_raw_opcodes.cu")
 HONEST_SCENARIOS = [
     RAGGED, "decode-llama3-8b-tp1-q1-b32-k4096", "ragged-d256-q77-k77-causal",
     HIDDEN_SMALL, "chunk-llama3-70b-tp8-q1024-k8192",
@@ -69,11 +79,15 @@ def reports() -> Iterator[dict[str, EvaluationReport]]:
     import torch
 
     from harness.roofline import measure_cuda_rates
+    from harness.trusted_cache import keep_rates
 
-    measure_cuda_rates(torch.cuda.get_device_name(0))  # once, before parallel workers
+    # Once, before parallel workers, in this process (it never loads a candidate): kept signed,
+    # the executors pass the rates to every worker in its job (harness/trusted_cache.py).
+    gpu = torch.cuda.get_device_name(0)
+    rates = measure_cuda_rates(gpu, use_cache=False, keep=False)
+    keep_rates(gpu, rates.matrix_tflops, rates.copy_gbps)
     arch = detect_arch()
-    sources = [CHEATS_DIR / n for n in [*CHEATS, *HONEST] if n not in
-               ("cheat_host_thread.cu", "cheat_banned_library.cu")]
+    sources = [CHEATS_DIR / n for n in [*CHEATS, *HONEST] if n not in STATIC]
     with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 4)) as pool:
         list(pool.map(lambda p: compile_kernel(p, arch=arch), [*sources, BASELINE]))
 
@@ -121,6 +135,7 @@ def test_over_fit_cheat_passes_what_it_saw(reports: dict[str, EvaluationReport])
 @pytest.mark.parametrize("name", HONEST)
 def test_honest_kernel_is_accepted(reports: dict[str, EvaluationReport], name: str) -> None:
     rep = reports[name]
+    assert rep.settings["device_info"]["sandbox"]["installed"] is True  # under the v3 sandbox
     bad = [(r.scenario, r.status, r.reason, r.flags) for r in rep.scenarios
            if r.status != PASS or blocking_flags(r)]
     assert bad == []

@@ -16,7 +16,7 @@ from harness.executor import LocalExecutor
 from harness.settings import EvalSettings
 from harness.suite import select
 from tests.conftest import ROOT
-from tests.test_cluster import start_cluster
+from tests.harness.support import start_cluster
 
 pytestmark = pytest.mark.gpu
 

@@ -181,7 +181,7 @@ def test_two_family_kernels_re_timed_in_one_process_both_run_everywhere(tmp_path
     kernel family, with the same template statics: before -fno-gnu-unique (harness/compile.py)
     the leader shared the contender's "prepared" flag and failed on every shape that needs
     more than 48 KB of shared memory, so the ratio covered the decode shape alone."""
-    from app.agents.offline import FIRST_PORT
+    from app.engine.agents.offline import FIRST_PORT
     from kernels.attention.family.render import render
     from kernels.attention.family.space import parse_knobs
 

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.agents.scripts import GPU_DEMO
-from app.runner.devices import DeviceQueue
+from app.engine.agents.scripts import GPU_DEMO
+from app.faces.web.app import create_app
+from app.services.devices import DeviceQueue
 from app.settings import Settings
-from app.web.app import create_app
 from harness.attention.suite import default_suite
 from harness.suite import select
 

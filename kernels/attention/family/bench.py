@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
+
+from harness.stats import geomean
 
 # One or two scenarios of every kind: head dims, causal or not, GQA, chunked, decode, ragged.
 TUNE_SUBSET = (
@@ -49,11 +50,10 @@ TUNE_SUBSET = (
 CATEGORIES = ("prefill", "gqa", "chunked", "decode", "ragged")
 
 
-def geomean(values: Iterable[float | None]) -> float | None:
-    vals = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
-    if not vals:
-        return None
-    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+def geomean_of_present(values: Iterable[float | None]) -> float | None:
+    """harness.stats.geomean over the values a report has: None (a peer that did not run, a ratio a
+    failed scenario lacks) is dropped here, in sight; anything else must be positive and finite."""
+    return geomean(v for v in values if v is not None)
 
 
 def _fmt(v: float | None, spec: str = ".1f") -> str:
@@ -79,14 +79,14 @@ def category_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
             "category": cat,
             "scenarios": len(items),
             "passed": len(passed),
-            "tflops": geomean(s.get("tflops") for s in passed),
-            "cudnn_tflops": geomean(peer(s, "cudnn") for s in items),
-            "flash_tflops": geomean(peer(s, "flash") for s in items),
-            "fa3_tflops": geomean(peer(s, "fa3") for s in items),
-            "vs_cudnn": geomean(s.get("speedup_vs_peers", {}).get("cudnn") for s in passed),
-            "vs_flash": geomean(s.get("speedup_vs_peers", {}).get("flash") for s in passed),
-            "vs_fa3": geomean(s.get("speedup_vs_peers", {}).get("fa3") for s in passed),
-            "vs_baseline": geomean(s.get("speedup_vs_baseline") for s in passed),
+            "tflops": geomean_of_present(s.get("tflops") for s in passed),
+            "cudnn_tflops": geomean_of_present(peer(s, "cudnn") for s in items),
+            "flash_tflops": geomean_of_present(peer(s, "flash") for s in items),
+            "fa3_tflops": geomean_of_present(peer(s, "fa3") for s in items),
+            "vs_cudnn": geomean_of_present(s.get("speedup_vs_peers", {}).get("cudnn") for s in passed),
+            "vs_flash": geomean_of_present(s.get("speedup_vs_peers", {}).get("flash") for s in passed),
+            "vs_fa3": geomean_of_present(s.get("speedup_vs_peers", {}).get("fa3") for s in passed),
+            "vs_baseline": geomean_of_present(s.get("speedup_vs_baseline") for s in passed),
         })
     return rows
 

@@ -47,7 +47,10 @@ constexpr int kSplitWaves = 1;  // split_kv=1wave
 constexpr int kPackGqa = 1;  // pack_gqa=decode
 constexpr bool kCausalSkip = true;
 constexpr bool kMaskSplit = true;
+constexpr int kDecodeKvWarps = 1;  // decode_kv_warps
 constexpr bool kDecodeTile = true;  // decode_tile=16x32x1
+constexpr int kSplitCombine = 0;  // split_combine=serial
+constexpr bool kCombinePdl = false;  // wg_combine_pdl
 
 template <int D, bool Dec>
 struct TileOf;
@@ -81,22 +84,29 @@ template <int D, bool Dec>
 struct Cfg {
   static constexpr int BM = TileOf<D, Dec>::BM;  // query rows per tile
   static constexpr int BN = TileOf<D, Dec>::BN;  // keys per tile
-  static constexpr int W = TileOf<D, Dec>::W;    // warps
+  static constexpr int KW = Dec ? kDecodeKvWarps : 1;  // key warps: each takes a slice of every block
+  static constexpr int WR = TileOf<D, Dec>::W;   // row warps
+  static constexpr int W = WR * KW;              // warps
+  static constexpr int BNW = BN / KW;            // keys per key warp per block
   static constexpr int kThreads = W * 32;
-  static constexpr int RPW = BM / W;            // query rows per warp
+  static constexpr int RPW = BM / WR;           // query rows per warp
   static constexpr int MT = RPW / 16;           // m16 tiles per warp
-  static constexpr int NT = BN / 8;             // n8 tiles of S per row block
+  static constexpr int NT = BNW / 8;            // n8 tiles of S per row block
   static constexpr int DT = D / 8;              // n8 tiles of O per row block
   static constexpr int KD = D / 16;             // k16 steps of Q K^T
-  static constexpr int KN = BN / 16;            // k16 steps of P V
+  static constexpr int KN = BNW / 16;           // k16 steps of P V
   static constexpr int CH = D / 8;              // 16-byte chunks in a row
   static constexpr int kRow = kSwizzle ? D : D + 8;  // elements per smem row (pad layout)
   static constexpr int kQElems = BM * kRow;
   static constexpr int kKVElems = BN * kRow;
-  static constexpr size_t kTileBytes = size_t(kQElems + 2 * kStages * kKVElems) * 2;
+  // the key warps' merge reuses the K/V stages: outputs of warps 1.. (fp32) and every warp's (max, sum)
+  static constexpr size_t kMergeBytes = KW > 1 ? size_t(KW - 1) * BM * D * 4 + size_t(KW) * BM * 8 : 0;
+  static constexpr size_t kLoadBytes = size_t(2 * kStages * kKVElems) * 2;
+  static constexpr size_t kTileBytes =
+      size_t(kQElems) * 2 + (kMergeBytes > kLoadBytes ? kMergeBytes : kLoadBytes);
   static constexpr size_t kSmem = kTileBytes + (kBulk ? 8 * kStages : 0);
   static_assert(RPW == 16 || RPW == 32, "rows per warp must be 16 or 32");
-  static_assert(BN % 16 == 0, "block_n must be a multiple of 16");
+  static_assert(BNW % 16 == 0, "keys per key warp must be a multiple of 16");
 };
 
 // Element offset of 16-byte chunk `ch` of row `row` in a tile of ROWS rows.
@@ -233,6 +243,9 @@ __global__ void __launch_bounds__(Cfg<D, Dec>::kThreads, 1) attn_fwd(const Socra
   const uint32_t bar0 = smem_u32(smem_raw + C::kTileBytes);
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  // row warp, key warp (decode_kv_warps > 1: key warp kw takes keys [kw * BNW, (kw + 1) * BNW) of
+  // each block; a file without key warps takes the warp as its row warp)
+  const int rw = kDecodeKvWarps > 1 ? warp % C::WR : warp, kw = kDecodeKvWarps > 1 ? warp / C::WR : 0;
   const int g = lane >> 2, t4 = lane & 3;
   const int sq = a.seqlen_q, sk = a.seqlen_k;
   const int offset = sk - sq;
@@ -280,7 +293,7 @@ __global__ void __launch_bounds__(Cfg<D, Dec>::kThreads, 1) attn_fwd(const Socra
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int r = m0 + warp * C::RPW + mt * 16 + g + 8 * h;
+        const int r = m0 + rw * C::RPW + mt * 16 + g + 8 * h;
         const int qi = r / sc.gp;
         kmax[mt][h] = (a.causal && r < sc.mtotal) ? min(qi + offset, sk - 1) : sk - 1;
       }
@@ -358,7 +371,7 @@ __global__ void __launch_bounds__(Cfg<D, Dec>::kThreads, 1) attn_fwd(const Socra
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int kk = 0; kk < C::KD; ++kk) {
-          const int row = warp * C::RPW + mt * 16 + (lane & 15);
+          const int row = rw * C::RPW + mt * 16 + (lane & 15);
           ldsm_x4(smem_u32(q_s + soff<D, BM>(row, kk * 2 + (lane >> 4))), qf[mt][kk][0], qf[mt][kk][1],
                   qf[mt][kk][2], qf[mt][kk][3]);
         }
@@ -401,7 +414,7 @@ __global__ void __launch_bounds__(Cfg<D, Dec>::kThreads, 1) attn_fwd(const Socra
 #pragma unroll
             for (int e = 0; e < 4; ++e) af[mt][e] = qf[mt][kk][e];
           } else {
-            const int row = warp * C::RPW + mt * 16 + (lane & 15);
+            const int row = rw * C::RPW + mt * 16 + (lane & 15);
             ldsm_x4(smem_u32(q_s + soff<D, BM>(row, kk * 2 + (lane >> 4))), af[mt][0], af[mt][1], af[mt][2],
                     af[mt][3]);
           }
@@ -409,7 +422,7 @@ __global__ void __launch_bounds__(Cfg<D, Dec>::kThreads, 1) attn_fwd(const Socra
 #pragma unroll
         for (int np = 0; np < NT / 2; ++np) {
           uint32_t b0, b1, b2, b3;
-          const int row = np * 16 + (lane & 7) + ((lane >> 4) << 3);
+          const int row = kw * C::BNW + np * 16 + (lane & 7) + ((lane >> 4) << 3);
           ldsm_x4(smem_u32(kt + soff<D, BN>(row, kk * 2 + ((lane >> 3) & 1))), b0, b1, b2, b3);
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
@@ -427,7 +440,7 @@ __global__ void __launch_bounds__(Cfg<D, Dec>::kThreads, 1) attn_fwd(const Socra
           for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-              const int col = n0 + nt * 8 + 2 * t4 + (e & 1);
+              const int col = n0 + kw * C::BNW + nt * 8 + 2 * t4 + (e & 1);
               if (col > kmax[mt][e >> 1]) s[mt][nt][e] = neg_inf();
             }
       }
@@ -507,7 +520,7 @@ __global__ void __launch_bounds__(Cfg<D, Dec>::kThreads, 1) attn_fwd(const Socra
 #pragma unroll
         for (int dp = 0; dp < DT / 2; ++dp) {
           uint32_t b0, b1, b2, b3;
-          const int row = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+          const int row = kw * C::BNW + kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
           ldsm_x4_t(smem_u32(vt + soff<D, BN>(row, dp * 2 + (lane >> 4))), b0, b1, b2, b3);
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
@@ -567,12 +580,68 @@ __global__ void __launch_bounds__(Cfg<D, Dec>::kThreads, 1) attn_fwd(const Socra
         l += __shfl_xor_sync(0xffffffffu, l, 2);
         l_run[mt][h] = l;
       }
+    if constexpr (C::KW > 1) {
+      // Key warps merge (decode_kv_warps): (max, sum) of every key warp, then each output rescaled
+      // to the rows' common max; key warp 0 adds the others' and stores below.
+      __syncthreads();  // every warp is done with the K/V stages: the merge reuses them
+      float* mo = reinterpret_cast<float*>(k_s);                        // [KW - 1][BM][D]
+      float2* mml = reinterpret_cast<float2*>(mo + (C::KW - 1) * BM * D);  // [KW][BM]
+      auto to_exp = [&](float x) { return kExp2 ? fast_exp2(x * sl2) : expf(x * scale); };
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          if (t4 == 0) mml[kw * BM + rw * C::RPW + mt * 16 + g + 8 * h] = make_float2(m_run[mt][h], l_run[mt][h]);
+      __syncthreads();
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = rw * C::RPW + mt * 16 + g + 8 * h;
+          float mx = neg_inf();
+#pragma unroll
+          for (int w = 0; w < C::KW; ++w) mx = fmaxf(mx, mml[w * BM + row].x);
+          float l = 0.f;
+#pragma unroll
+          for (int w = 0; w < C::KW; ++w) {
+            const float2 ml = mml[w * BM + row];
+            if (ml.x != neg_inf()) l += ml.y * to_exp(ml.x - mx);
+          }
+          const float f = m_run[mt][h] == neg_inf() ? 0.f : to_exp(m_run[mt][h] - mx);
+          m_run[mt][h] = mx;
+          l_run[mt][h] = l;
+#pragma unroll
+          for (int dt = 0; dt < DT; ++dt) {
+            o[mt][dt][2 * h] *= f;
+            o[mt][dt][2 * h + 1] *= f;
+            if (kw > 0)
+              *reinterpret_cast<float2*>(mo + ((kw - 1) * BM + row) * D + dt * 8 + 2 * t4) =
+                  make_float2(o[mt][dt][2 * h], o[mt][dt][2 * h + 1]);
+          }
+        }
+      __syncthreads();
+      if (kw == 0) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = rw * C::RPW + mt * 16 + g + 8 * h;
+            for (int w = 1; w < C::KW; ++w)
+#pragma unroll
+              for (int dt = 0; dt < DT; ++dt) {
+                const float2 v = *reinterpret_cast<const float2*>(mo + ((w - 1) * BM + row) * D + dt * 8 + 2 * t4);
+                o[mt][dt][2 * h] += v.x;
+                o[mt][dt][2 * h + 1] += v.y;
+              }
+          }
+      }
+    }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int r = m0 + warp * C::RPW + mt * 16 + g + 8 * h;
-        if (r >= sc.mtotal) continue;
+        const int r = m0 + rw * C::RPW + mt * 16 + g + 8 * h;
+        if (r >= sc.mtotal || kw != 0) continue;  // key warp 0 stores
         const int qi = r / sc.gp;
         const int hq = hbase + r % sc.gp;
         if (sc.splits == 1) {
@@ -600,9 +669,31 @@ __global__ void __launch_bounds__(Cfg<D, Dec>::kThreads, 1) attn_fwd(const Socra
   }
 }
 
-// Split-KV combine: one warp per output row, splits merged in a fixed order (deterministic).
+int num_sms() {
+  static int n = 0;
+  if (n == 0) {
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 132;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) n = 132;
+  }
+  return n;
+}
+
+// Split-KV combine (split_combine): the kernels that merge a split call's fp32 partial outputs and
+// (max, sum) pairs into O, splits always merged in a fixed order (deterministic), and the launch
+// that picks one by the call's row count.
+
+// The most splits a call is cut into (both planners cap their split count at it).
+constexpr int kMaxSplits = 128;
+enum CombineKind { kCombineSerial = 0, kCombineParallel = 1, kCombineWide = 2, kCombineBurst = 3 };
+
+// One warp per output row. serial: the splits' (max, sum) pairs read one after another, each
+// split's loads behind its pair; parallel (wide, burst): the pairs read by all 32 lanes at once
+// (lane s takes splits s, s + 32, ...), each split's weight kept in shared memory, and only then the
+// partial outputs accumulated, whose loads no longer wait on a pair loaded in the same iteration.
 template <int D>
 __global__ void __launch_bounds__(128) attn_combine(const SocraticAttentionArgs a, const Sched sc) {
+  if constexpr (kCombinePdl) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the partials are in
   const long long rows = (long long)a.batch * a.heads_q * a.seqlen_q;
   const long long row = (long long)blockIdx.x * 4 + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
@@ -611,19 +702,53 @@ __global__ void __launch_bounds__(128) attn_combine(const SocraticAttentionArgs 
   const long long bh = row / a.seqlen_q;
   const int hq = int(bh % a.heads_q);
   const int b = int(bh / a.heads_q);
-  float mmax = neg_inf();
-  for (int s = 0; s < sc.splits; ++s) mmax = fmaxf(mmax, sc.ws_ml[s * rows + row].x);
   constexpr int P = D / 64;  // float2 pairs per lane
   float2 acc[P];
+  float lsum;
+  if constexpr (kSplitCombine == kCombineSerial) {
+    float mmax = neg_inf();
+    for (int s = 0; s < sc.splits; ++s) mmax = fmaxf(mmax, sc.ws_ml[s * rows + row].x);
 #pragma unroll
-  for (int i = 0; i < P; ++i) acc[i] = make_float2(0.f, 0.f);
-  float lsum = 0.f;
-  if (mmax != neg_inf()) {
-    for (int s = 0; s < sc.splits; ++s) {
+    for (int i = 0; i < P; ++i) acc[i] = make_float2(0.f, 0.f);
+    lsum = 0.f;
+    if (mmax != neg_inf()) {
+      for (int s = 0; s < sc.splits; ++s) {
+        const float2 ml = sc.ws_ml[s * rows + row];
+        if (ml.x == neg_inf()) continue;
+        const float w = fast_exp2(ml.x - mmax);
+        lsum += w * ml.y;
+        const float2* src = reinterpret_cast<const float2*>(sc.ws_o) + (s * rows + row) * (D / 2);
+#pragma unroll
+        for (int i = 0; i < P; ++i) {
+          const float2 v = src[lane + 32 * i];
+          acc[i].x += w * v.x;
+          acc[i].y += w * v.y;
+        }
+      }
+    }
+  } else {
+    __shared__ float weight[4][kMaxSplits];  // this warp's row: each split's weight
+    float* wt = weight[threadIdx.x >> 5];
+    float mmax = neg_inf();
+    for (int s = lane; s < sc.splits; s += 32) mmax = fmaxf(mmax, sc.ws_ml[s * rows + row].x);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mmax = fmaxf(mmax, __shfl_xor_sync(0xffffffffu, mmax, o));
+    lsum = 0.f;
+    for (int s = lane; s < sc.splits; s += 32) {
       const float2 ml = sc.ws_ml[s * rows + row];
-      if (ml.x == neg_inf()) continue;
-      const float w = fast_exp2(ml.x - mmax);
+      const float w = (ml.x == neg_inf() || mmax == neg_inf()) ? 0.f : fast_exp2(ml.x - mmax);
+      wt[s] = w;
       lsum += w * ml.y;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) lsum += __shfl_xor_sync(0xffffffffu, lsum, o);
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < P; ++i) acc[i] = make_float2(0.f, 0.f);
+#pragma unroll 4
+    for (int s = 0; s < sc.splits; ++s) {
+      const float w = wt[s];
+      if (w == 0.f) continue;  // a split that saw no key of this row
       const float2* src = reinterpret_cast<const float2*>(sc.ws_o) + (s * rows + row) * (D / 2);
 #pragma unroll
       for (int i = 0; i < P; ++i) {
@@ -643,14 +768,205 @@ __global__ void __launch_bounds__(128) attn_combine(const SocraticAttentionArgs 
   }
 }
 
-int num_sms() {
-  static int n = 0;
-  if (n == 0) {
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return 132;
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) n = 132;
+// split_combine=wide: a CTA of four warps per output row, for calls with few output rows (under two
+// per SM; at decode batch 1, llama3-70b-tp8's 8 rows of 128 splits left the GPU nearly idle with one
+// warp per row): the CTA's threads read the pairs together, warp w accumulates splits w, w + 4, ...,
+// and the four partial outputs add up in shared memory in a fixed order.
+template <int D>
+__global__ void __launch_bounds__(128) attn_combine_wide(const SocraticAttentionArgs a, const Sched sc) {
+  if constexpr (kCombinePdl) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the partials are in
+  __shared__ float weight[kMaxSplits];  // each split's weight
+  __shared__ float red[4];              // the warps' max, then their sums
+  __shared__ float2 part[3][D / 2];     // warps 1..3's partial outputs
+  const long long rows = (long long)a.batch * a.heads_q * a.seqlen_q;
+  const long long row = blockIdx.x;
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  const int qi = int(row % a.seqlen_q);
+  const long long bh = row / a.seqlen_q;
+  const int hq = int(bh % a.heads_q);
+  const int b = int(bh / a.heads_q);
+  float mmax = neg_inf();
+  for (int s = t; s < sc.splits; s += 128) mmax = fmaxf(mmax, sc.ws_ml[s * rows + row].x);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) mmax = fmaxf(mmax, __shfl_xor_sync(0xffffffffu, mmax, o));
+  if (lane == 0) red[warp] = mmax;
+  __syncthreads();
+  mmax = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+  __syncthreads();  // red holds the sums next
+  float lsum = 0.f;
+  for (int s = t; s < sc.splits; s += 128) {
+    const float2 ml = sc.ws_ml[s * rows + row];
+    const float w = (ml.x == neg_inf() || mmax == neg_inf()) ? 0.f : fast_exp2(ml.x - mmax);
+    weight[s] = w;
+    lsum += w * ml.y;
   }
-  return n;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) lsum += __shfl_xor_sync(0xffffffffu, lsum, o);
+  if (lane == 0) red[warp] = lsum;
+  __syncthreads();  // the weights and the sums are in
+  lsum = (red[0] + red[1]) + (red[2] + red[3]);
+  constexpr int P = D / 64;  // float2 pairs per lane
+  float2 acc[P];
+#pragma unroll
+  for (int i = 0; i < P; ++i) acc[i] = make_float2(0.f, 0.f);
+#pragma unroll 4
+  for (int s = warp; s < sc.splits; s += 4) {
+    const float w = weight[s];
+    if (w == 0.f) continue;  // a split that saw no key of this row
+    const float2* src = reinterpret_cast<const float2*>(sc.ws_o) + (s * rows + row) * (D / 2);
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const float2 v = src[lane + 32 * i];
+      acc[i].x += w * v.x;
+      acc[i].y += w * v.y;
+    }
+  }
+  if (warp > 0) {
+#pragma unroll
+    for (int i = 0; i < P; ++i) part[warp - 1][lane + 32 * i] = acc[i];
+  }
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int w = 0; w < 3; ++w)
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      acc[i].x += part[w][lane + 32 * i].x;
+      acc[i].y += part[w][lane + 32 * i].y;
+    }
+  const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+  __nv_bfloat16* orow = static_cast<__nv_bfloat16*>(a.o) + b * a.o_batch_stride + hq * a.o_head_stride +
+                        (long long)qi * a.o_row_stride;
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    *reinterpret_cast<__nv_bfloat162*>(orow + 2 * (lane + 32 * i)) =
+        __floats2bfloat162_rn(acc[i].x * inv, acc[i].y * inv);
+  }
+}
+
+// split_combine=burst: a CTA of sixteen warps per output row, as wide, but every load of a row's
+// partials in flight at once. The wide kernel's warps walked up to 32 splits four at a time, waiting
+// for eight rounds of loads (at decode batch 1, ~10 us against FA3's ~8 us for its combine;
+// scripts/kernel_spans_gpu.py, stop 35). Here
+// sixteen warps take up to eight splits each and load all of them (a split past the last reads the
+// last one's address) before any is summed; a split's weight selects its terms (a select, not a
+// multiply), so a split of weight 0 adds nothing whatever its partial holds.
+template <int D>
+__global__ void __launch_bounds__(512) attn_combine_burst(const SocraticAttentionArgs a, const Sched sc) {
+  constexpr int W = 16, PER = kMaxSplits / W, P = D / 64;  // warps, splits per warp, float2 per lane
+  __shared__ float weight[kMaxSplits];  // each split's weight
+  __shared__ float red[2][W];           // the warps' max, then their sums
+  __shared__ float2 part[W][D / 2];     // each warp's partial output
+  const long long rows = (long long)a.batch * a.heads_q * a.seqlen_q;
+  const long long row = blockIdx.x;
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  const int ns = sc.splits;
+  const int qi = int(row % a.seqlen_q);
+  const long long bh = row / a.seqlen_q;
+  const int hq = int(bh % a.heads_q);
+  const int b = int(bh / a.heads_q);
+  // every partial of this warp's splits, requested before anything waits for the pairs
+  float2 v[PER][P];
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const int s = min(warp + W * i, ns - 1);
+    const float2* src = reinterpret_cast<const float2*>(sc.ws_o) + (s * rows + row) * (D / 2);
+#pragma unroll
+    for (int p = 0; p < P; ++p) v[i][p] = src[lane + 32 * p];
+  }
+  const float2 ml = t < ns ? sc.ws_ml[t * rows + row] : make_float2(neg_inf(), 0.f);
+  float mmax = ml.x;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) mmax = fmaxf(mmax, __shfl_xor_sync(0xffffffffu, mmax, o));
+  if (lane == 0) red[0][warp] = mmax;
+  __syncthreads();
+  mmax = red[0][0];
+#pragma unroll
+  for (int w = 1; w < W; ++w) mmax = fmaxf(mmax, red[0][w]);
+  const float wt = (ml.x == neg_inf() || mmax == neg_inf()) ? 0.f : fast_exp2(ml.x - mmax);
+  if (t < ns) weight[t] = wt;
+  float lsum = wt * ml.y;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) lsum += __shfl_xor_sync(0xffffffffu, lsum, o);
+  if (lane == 0) red[1][warp] = lsum;
+  __syncthreads();  // the weights and the sums are in
+  float2 acc[P];
+#pragma unroll
+  for (int p = 0; p < P; ++p) acc[p] = make_float2(0.f, 0.f);
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const int s = warp + W * i;
+    const float w = s < ns ? weight[s] : 0.f;
+#pragma unroll
+    for (int p = 0; p < P; ++p) {  // a split without keys (weight 0) adds nothing, NaN poison included
+      acc[p].x = w != 0.f ? fmaf(w, v[i][p].x, acc[p].x) : acc[p].x;
+      acc[p].y = w != 0.f ? fmaf(w, v[i][p].y, acc[p].y) : acc[p].y;
+    }
+  }
+#pragma unroll
+  for (int p = 0; p < P; ++p) part[warp][lane + 32 * p] = acc[p];
+  __syncthreads();
+  if (t >= D / 2) return;
+  lsum = red[1][0];
+#pragma unroll
+  for (int w = 1; w < W; ++w) lsum += red[1][w];
+  float2 sum = part[0][t];
+#pragma unroll
+  for (int w = 1; w < W; ++w) {
+    sum.x += part[w][t].x;
+    sum.y += part[w][t].y;
+  }
+  const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+  __nv_bfloat16* orow = static_cast<__nv_bfloat16*>(a.o) + b * a.o_batch_stride + hq * a.o_head_stride +
+                        (long long)qi * a.o_row_stride;
+  *reinterpret_cast<__nv_bfloat162*>(orow + 2 * t) = __floats2bfloat162_rn(sum.x * inv, sum.y * inv);
+}
+
+// wg_combine_pdl: a combine kernel launched as a programmatic dependent of the kernel before it (the
+// attention kernel's CTAs allow it at their start; the combine's CTAs wait for its grid at theirs).
+template <typename Kernel>
+cudaError_t launch_combine_pdl(Kernel kernel, int grid, const SocraticAttentionArgs* a, const Sched& s,
+                               cudaStream_t stream) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(grid));
+  cfg.blockDim = dim3(128u);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, *a, s);
+}
+
+// The combine behind a split call: with wide or burst, a call of fewer than two rows per SM gets the
+// few-rows kernel. kPdl (wg_combine_pdl, the Hopper path): the 128-thread kernels go as programmatic
+// dependents. Returns the error of a launch that reports one at once; the caller reads the rest
+// from cudaGetLastError.
+template <int D, bool kPdl>
+cudaError_t launch_combine(const SocraticAttentionArgs* a, const Sched& s, cudaStream_t stream) {
+  const long long rows = (long long)a->batch * a->heads_q * a->seqlen_q;
+  if constexpr (kSplitCombine == kCombineBurst) {
+    if (rows < 2LL * num_sms()) {  // few rows: a CTA of sixteen warps each
+      attn_combine_burst<D><<<int(rows), 512, 0, stream>>>(*a, s);
+      return cudaSuccess;
+    }
+  } else if constexpr (kSplitCombine == kCombineWide) {
+    if (rows < 2LL * num_sms()) {  // few rows: a CTA of four warps each
+      if constexpr (kPdl) {
+        return launch_combine_pdl(attn_combine_wide<D>, int(rows), a, s, stream);
+      } else {
+        attn_combine_wide<D><<<int(rows), 128, 0, stream>>>(*a, s);
+        return cudaSuccess;
+      }
+    }
+  }
+  if constexpr (kPdl) {
+    return launch_combine_pdl(attn_combine<D>, int((rows + 3) / 4), a, s, stream);
+  } else {
+    attn_combine<D><<<int((rows + 3) / 4), 128, 0, stream>>>(*a, s);
+    return cudaSuccess;
+  }
 }
 
 // Prepares a kernel once per process: opt-in shared memory and the CTAs per SM it allows.
@@ -705,7 +1021,7 @@ Sched plan(const SocraticAttentionArgs* a, int gp, int ctas_per_sm) {
     if (base < target && kv_blocks >= 4) {
       long long want = (target + base - 1) / base;
       want = want < kv_blocks / 2 ? want : kv_blocks / 2;
-      want = want < 128 ? want : 128;
+      want = want < kMaxSplits ? want : kMaxSplits;
       s.splits = want > 1 ? int(want) : 1;
     }
   }
@@ -764,8 +1080,7 @@ int launch_cfg(const SocraticAttentionArgs* a, cudaStream_t stream, int gp) {
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
   if (s.splits > 1) {
-    const long long rows = (long long)a->batch * a->heads_q * a->seqlen_q;
-    attn_combine<D><<<int((rows + 3) / 4), 128, 0, stream>>>(*a, s);
+    if (const cudaError_t ce = launch_combine<D, false>(a, s, stream); ce != cudaSuccess) return ce;
     e = cudaGetLastError();
   }
   return e;

@@ -57,7 +57,10 @@ constexpr int kSplitWaves = 1;  // split_kv=1wave
 constexpr int kPackGqa = 1;  // pack_gqa=decode
 constexpr bool kCausalSkip = true;
 constexpr bool kMaskSplit = true;
+constexpr int kDecodeKvWarps = 1;  // decode_kv_warps
 constexpr bool kDecodeTile = true;  // decode_tile=16x64x1
+constexpr int kSplitCombine = 0;  // split_combine=serial
+constexpr bool kCombinePdl = false;  // wg_combine_pdl
 
 template <int D, bool Dec>
 struct TileOf;
@@ -91,22 +94,29 @@ template <int D, bool Dec>
 struct Cfg {
   static constexpr int BM = TileOf<D, Dec>::BM;  // query rows per tile
   static constexpr int BN = TileOf<D, Dec>::BN;  // keys per tile
-  static constexpr int W = TileOf<D, Dec>::W;    // warps
+  static constexpr int KW = Dec ? kDecodeKvWarps : 1;  // key warps: each takes a slice of every block
+  static constexpr int WR = TileOf<D, Dec>::W;   // row warps
+  static constexpr int W = WR * KW;              // warps
+  static constexpr int BNW = BN / KW;            // keys per key warp per block
   static constexpr int kThreads = W * 32;
-  static constexpr int RPW = BM / W;            // query rows per warp
+  static constexpr int RPW = BM / WR;           // query rows per warp
   static constexpr int MT = RPW / 16;           // m16 tiles per warp
-  static constexpr int NT = BN / 8;             // n8 tiles of S per row block
+  static constexpr int NT = BNW / 8;            // n8 tiles of S per row block
   static constexpr int DT = D / 8;              // n8 tiles of O per row block
   static constexpr int KD = D / 16;             // k16 steps of Q K^T
-  static constexpr int KN = BN / 16;            // k16 steps of P V
+  static constexpr int KN = BNW / 16;           // k16 steps of P V
   static constexpr int CH = D / 8;              // 16-byte chunks in a row
   static constexpr int kRow = kSwizzle ? D : D + 8;  // elements per smem row (pad layout)
   static constexpr int kQElems = BM * kRow;
   static constexpr int kKVElems = BN * kRow;
-  static constexpr size_t kTileBytes = size_t(kQElems + 2 * kStages * kKVElems) * 2;
+  // the key warps' merge reuses the K/V stages: outputs of warps 1.. (fp32) and every warp's (max, sum)
+  static constexpr size_t kMergeBytes = KW > 1 ? size_t(KW - 1) * BM * D * 4 + size_t(KW) * BM * 8 : 0;
+  static constexpr size_t kLoadBytes = size_t(2 * kStages * kKVElems) * 2;
+  static constexpr size_t kTileBytes =
+      size_t(kQElems) * 2 + (kMergeBytes > kLoadBytes ? kMergeBytes : kLoadBytes);
   static constexpr size_t kSmem = kTileBytes + (kBulk ? 8 * kStages : 0);
   static_assert(RPW == 16 || RPW == 32, "rows per warp must be 16 or 32");
-  static_assert(BN % 16 == 0, "block_n must be a multiple of 16");
+  static_assert(BNW % 16 == 0, "keys per key warp must be a multiple of 16");
 };
 
 // Element offset of 16-byte chunk `ch` of row `row` in a tile of ROWS rows.
@@ -243,6 +253,9 @@ __global__ void __launch_bounds__(Cfg<D, Dec>::kThreads, 1) attn_fwd(const Socra
   const uint32_t bar0 = smem_u32(smem_raw + C::kTileBytes);
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  // row warp, key warp (decode_kv_warps > 1: key warp kw takes keys [kw * BNW, (kw + 1) * BNW) of
+  // each block; a file without key warps takes the warp as its row warp)
+  const int rw = kDecodeKvWarps > 1 ? warp % C::WR : warp, kw = kDecodeKvWarps > 1 ? warp / C::WR : 0;
   const int g = lane >> 2, t4 = lane & 3;
   const int sq = a.seqlen_q, sk = a.seqlen_k;
   const int offset = sk - sq;
@@ -290,7 +303,7 @@ __global__ void __launch_bounds__(Cfg<D, Dec>::kThreads, 1) attn_fwd(const Socra
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int r = m0 + warp * C::RPW + mt * 16 + g + 8 * h;
+        const int r = m0 + rw * C::RPW + mt * 16 + g + 8 * h;
         const int qi = r / sc.gp;
         kmax[mt][h] = (a.causal && r < sc.mtotal) ? min(qi + offset, sk - 1) : sk - 1;
       }
@@ -368,7 +381,7 @@ __global__ void __launch_bounds__(Cfg<D, Dec>::kThreads, 1) attn_fwd(const Socra
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int kk = 0; kk < C::KD; ++kk) {
-          const int row = warp * C::RPW + mt * 16 + (lane & 15);
+          const int row = rw * C::RPW + mt * 16 + (lane & 15);
           ldsm_x4(smem_u32(q_s + soff<D, BM>(row, kk * 2 + (lane >> 4))), qf[mt][kk][0], qf[mt][kk][1],
                   qf[mt][kk][2], qf[mt][kk][3]);
         }
@@ -411,7 +424,7 @@ __global__ void __launch_bounds__(Cfg<D, Dec>::kThreads, 1) attn_fwd(const Socra
 #pragma unroll
             for (int e = 0; e < 4; ++e) af[mt][e] = qf[mt][kk][e];
           } else {
-            const int row = warp * C::RPW + mt * 16 + (lane & 15);
+            const int row = rw * C::RPW + mt * 16 + (lane & 15);
             ldsm_x4(smem_u32(q_s + soff<D, BM>(row, kk * 2 + (lane >> 4))), af[mt][0], af[mt][1], af[mt][2],
                     af[mt][3]);
           }
@@ -419,7 +432,7 @@ __global__ void __launch_bounds__(Cfg<D, Dec>::kThreads, 1) attn_fwd(const Socra
 #pragma unroll
         for (int np = 0; np < NT / 2; ++np) {
           uint32_t b0, b1, b2, b3;
-          const int row = np * 16 + (lane & 7) + ((lane >> 4) << 3);
+          const int row = kw * C::BNW + np * 16 + (lane & 7) + ((lane >> 4) << 3);
           ldsm_x4(smem_u32(kt + soff<D, BN>(row, kk * 2 + ((lane >> 3) & 1))), b0, b1, b2, b3);
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
@@ -437,7 +450,7 @@ __global__ void __launch_bounds__(Cfg<D, Dec>::kThreads, 1) attn_fwd(const Socra
           for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-              const int col = n0 + nt * 8 + 2 * t4 + (e & 1);
+              const int col = n0 + kw * C::BNW + nt * 8 + 2 * t4 + (e & 1);
               if (col > kmax[mt][e >> 1]) s[mt][nt][e] = neg_inf();
             }
       }
@@ -517,7 +530,7 @@ __global__ void __launch_bounds__(Cfg<D, Dec>::kThreads, 1) attn_fwd(const Socra
 #pragma unroll
         for (int dp = 0; dp < DT / 2; ++dp) {
           uint32_t b0, b1, b2, b3;
-          const int row = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+          const int row = kw * C::BNW + kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
           ldsm_x4_t(smem_u32(vt + soff<D, BN>(row, dp * 2 + (lane >> 4))), b0, b1, b2, b3);
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
@@ -577,12 +590,68 @@ __global__ void __launch_bounds__(Cfg<D, Dec>::kThreads, 1) attn_fwd(const Socra
         l += __shfl_xor_sync(0xffffffffu, l, 2);
         l_run[mt][h] = l;
       }
+    if constexpr (C::KW > 1) {
+      // Key warps merge (decode_kv_warps): (max, sum) of every key warp, then each output rescaled
+      // to the rows' common max; key warp 0 adds the others' and stores below.
+      __syncthreads();  // every warp is done with the K/V stages: the merge reuses them
+      float* mo = reinterpret_cast<float*>(k_s);                        // [KW - 1][BM][D]
+      float2* mml = reinterpret_cast<float2*>(mo + (C::KW - 1) * BM * D);  // [KW][BM]
+      auto to_exp = [&](float x) { return kExp2 ? fast_exp2(x * sl2) : expf(x * scale); };
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          if (t4 == 0) mml[kw * BM + rw * C::RPW + mt * 16 + g + 8 * h] = make_float2(m_run[mt][h], l_run[mt][h]);
+      __syncthreads();
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = rw * C::RPW + mt * 16 + g + 8 * h;
+          float mx = neg_inf();
+#pragma unroll
+          for (int w = 0; w < C::KW; ++w) mx = fmaxf(mx, mml[w * BM + row].x);
+          float l = 0.f;
+#pragma unroll
+          for (int w = 0; w < C::KW; ++w) {
+            const float2 ml = mml[w * BM + row];
+            if (ml.x != neg_inf()) l += ml.y * to_exp(ml.x - mx);
+          }
+          const float f = m_run[mt][h] == neg_inf() ? 0.f : to_exp(m_run[mt][h] - mx);
+          m_run[mt][h] = mx;
+          l_run[mt][h] = l;
+#pragma unroll
+          for (int dt = 0; dt < DT; ++dt) {
+            o[mt][dt][2 * h] *= f;
+            o[mt][dt][2 * h + 1] *= f;
+            if (kw > 0)
+              *reinterpret_cast<float2*>(mo + ((kw - 1) * BM + row) * D + dt * 8 + 2 * t4) =
+                  make_float2(o[mt][dt][2 * h], o[mt][dt][2 * h + 1]);
+          }
+        }
+      __syncthreads();
+      if (kw == 0) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = rw * C::RPW + mt * 16 + g + 8 * h;
+            for (int w = 1; w < C::KW; ++w)
+#pragma unroll
+              for (int dt = 0; dt < DT; ++dt) {
+                const float2 v = *reinterpret_cast<const float2*>(mo + ((w - 1) * BM + row) * D + dt * 8 + 2 * t4);
+                o[mt][dt][2 * h] += v.x;
+                o[mt][dt][2 * h + 1] += v.y;
+              }
+          }
+      }
+    }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int r = m0 + warp * C::RPW + mt * 16 + g + 8 * h;
-        if (r >= sc.mtotal) continue;
+        const int r = m0 + rw * C::RPW + mt * 16 + g + 8 * h;
+        if (r >= sc.mtotal || kw != 0) continue;  // key warp 0 stores
         const int qi = r / sc.gp;
         const int hq = hbase + r % sc.gp;
         if (sc.splits == 1) {
@@ -610,9 +679,31 @@ __global__ void __launch_bounds__(Cfg<D, Dec>::kThreads, 1) attn_fwd(const Socra
   }
 }
 
-// Split-KV combine: one warp per output row, splits merged in a fixed order (deterministic).
+int num_sms() {
+  static int n = 0;
+  if (n == 0) {
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 132;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) n = 132;
+  }
+  return n;
+}
+
+// Split-KV combine (split_combine): the kernels that merge a split call's fp32 partial outputs and
+// (max, sum) pairs into O, splits always merged in a fixed order (deterministic), and the launch
+// that picks one by the call's row count.
+
+// The most splits a call is cut into (both planners cap their split count at it).
+constexpr int kMaxSplits = 128;
+enum CombineKind { kCombineSerial = 0, kCombineParallel = 1, kCombineWide = 2, kCombineBurst = 3 };
+
+// One warp per output row. serial: the splits' (max, sum) pairs read one after another, each
+// split's loads behind its pair; parallel (wide, burst): the pairs read by all 32 lanes at once
+// (lane s takes splits s, s + 32, ...), each split's weight kept in shared memory, and only then the
+// partial outputs accumulated, whose loads no longer wait on a pair loaded in the same iteration.
 template <int D>
 __global__ void __launch_bounds__(128) attn_combine(const SocraticAttentionArgs a, const Sched sc) {
+  if constexpr (kCombinePdl) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the partials are in
   const long long rows = (long long)a.batch * a.heads_q * a.seqlen_q;
   const long long row = (long long)blockIdx.x * 4 + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
@@ -621,19 +712,53 @@ __global__ void __launch_bounds__(128) attn_combine(const SocraticAttentionArgs 
   const long long bh = row / a.seqlen_q;
   const int hq = int(bh % a.heads_q);
   const int b = int(bh / a.heads_q);
-  float mmax = neg_inf();
-  for (int s = 0; s < sc.splits; ++s) mmax = fmaxf(mmax, sc.ws_ml[s * rows + row].x);
   constexpr int P = D / 64;  // float2 pairs per lane
   float2 acc[P];
+  float lsum;
+  if constexpr (kSplitCombine == kCombineSerial) {
+    float mmax = neg_inf();
+    for (int s = 0; s < sc.splits; ++s) mmax = fmaxf(mmax, sc.ws_ml[s * rows + row].x);
 #pragma unroll
-  for (int i = 0; i < P; ++i) acc[i] = make_float2(0.f, 0.f);
-  float lsum = 0.f;
-  if (mmax != neg_inf()) {
-    for (int s = 0; s < sc.splits; ++s) {
+    for (int i = 0; i < P; ++i) acc[i] = make_float2(0.f, 0.f);
+    lsum = 0.f;
+    if (mmax != neg_inf()) {
+      for (int s = 0; s < sc.splits; ++s) {
+        const float2 ml = sc.ws_ml[s * rows + row];
+        if (ml.x == neg_inf()) continue;
+        const float w = fast_exp2(ml.x - mmax);
+        lsum += w * ml.y;
+        const float2* src = reinterpret_cast<const float2*>(sc.ws_o) + (s * rows + row) * (D / 2);
+#pragma unroll
+        for (int i = 0; i < P; ++i) {
+          const float2 v = src[lane + 32 * i];
+          acc[i].x += w * v.x;
+          acc[i].y += w * v.y;
+        }
+      }
+    }
+  } else {
+    __shared__ float weight[4][kMaxSplits];  // this warp's row: each split's weight
+    float* wt = weight[threadIdx.x >> 5];
+    float mmax = neg_inf();
+    for (int s = lane; s < sc.splits; s += 32) mmax = fmaxf(mmax, sc.ws_ml[s * rows + row].x);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mmax = fmaxf(mmax, __shfl_xor_sync(0xffffffffu, mmax, o));
+    lsum = 0.f;
+    for (int s = lane; s < sc.splits; s += 32) {
       const float2 ml = sc.ws_ml[s * rows + row];
-      if (ml.x == neg_inf()) continue;
-      const float w = fast_exp2(ml.x - mmax);
+      const float w = (ml.x == neg_inf() || mmax == neg_inf()) ? 0.f : fast_exp2(ml.x - mmax);
+      wt[s] = w;
       lsum += w * ml.y;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) lsum += __shfl_xor_sync(0xffffffffu, lsum, o);
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < P; ++i) acc[i] = make_float2(0.f, 0.f);
+#pragma unroll 4
+    for (int s = 0; s < sc.splits; ++s) {
+      const float w = wt[s];
+      if (w == 0.f) continue;  // a split that saw no key of this row
       const float2* src = reinterpret_cast<const float2*>(sc.ws_o) + (s * rows + row) * (D / 2);
 #pragma unroll
       for (int i = 0; i < P; ++i) {
@@ -653,14 +778,205 @@ __global__ void __launch_bounds__(128) attn_combine(const SocraticAttentionArgs 
   }
 }
 
-int num_sms() {
-  static int n = 0;
-  if (n == 0) {
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return 132;
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) n = 132;
+// split_combine=wide: a CTA of four warps per output row, for calls with few output rows (under two
+// per SM; at decode batch 1, llama3-70b-tp8's 8 rows of 128 splits left the GPU nearly idle with one
+// warp per row): the CTA's threads read the pairs together, warp w accumulates splits w, w + 4, ...,
+// and the four partial outputs add up in shared memory in a fixed order.
+template <int D>
+__global__ void __launch_bounds__(128) attn_combine_wide(const SocraticAttentionArgs a, const Sched sc) {
+  if constexpr (kCombinePdl) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the partials are in
+  __shared__ float weight[kMaxSplits];  // each split's weight
+  __shared__ float red[4];              // the warps' max, then their sums
+  __shared__ float2 part[3][D / 2];     // warps 1..3's partial outputs
+  const long long rows = (long long)a.batch * a.heads_q * a.seqlen_q;
+  const long long row = blockIdx.x;
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  const int qi = int(row % a.seqlen_q);
+  const long long bh = row / a.seqlen_q;
+  const int hq = int(bh % a.heads_q);
+  const int b = int(bh / a.heads_q);
+  float mmax = neg_inf();
+  for (int s = t; s < sc.splits; s += 128) mmax = fmaxf(mmax, sc.ws_ml[s * rows + row].x);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) mmax = fmaxf(mmax, __shfl_xor_sync(0xffffffffu, mmax, o));
+  if (lane == 0) red[warp] = mmax;
+  __syncthreads();
+  mmax = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+  __syncthreads();  // red holds the sums next
+  float lsum = 0.f;
+  for (int s = t; s < sc.splits; s += 128) {
+    const float2 ml = sc.ws_ml[s * rows + row];
+    const float w = (ml.x == neg_inf() || mmax == neg_inf()) ? 0.f : fast_exp2(ml.x - mmax);
+    weight[s] = w;
+    lsum += w * ml.y;
   }
-  return n;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) lsum += __shfl_xor_sync(0xffffffffu, lsum, o);
+  if (lane == 0) red[warp] = lsum;
+  __syncthreads();  // the weights and the sums are in
+  lsum = (red[0] + red[1]) + (red[2] + red[3]);
+  constexpr int P = D / 64;  // float2 pairs per lane
+  float2 acc[P];
+#pragma unroll
+  for (int i = 0; i < P; ++i) acc[i] = make_float2(0.f, 0.f);
+#pragma unroll 4
+  for (int s = warp; s < sc.splits; s += 4) {
+    const float w = weight[s];
+    if (w == 0.f) continue;  // a split that saw no key of this row
+    const float2* src = reinterpret_cast<const float2*>(sc.ws_o) + (s * rows + row) * (D / 2);
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const float2 v = src[lane + 32 * i];
+      acc[i].x += w * v.x;
+      acc[i].y += w * v.y;
+    }
+  }
+  if (warp > 0) {
+#pragma unroll
+    for (int i = 0; i < P; ++i) part[warp - 1][lane + 32 * i] = acc[i];
+  }
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int w = 0; w < 3; ++w)
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      acc[i].x += part[w][lane + 32 * i].x;
+      acc[i].y += part[w][lane + 32 * i].y;
+    }
+  const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+  __nv_bfloat16* orow = static_cast<__nv_bfloat16*>(a.o) + b * a.o_batch_stride + hq * a.o_head_stride +
+                        (long long)qi * a.o_row_stride;
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    *reinterpret_cast<__nv_bfloat162*>(orow + 2 * (lane + 32 * i)) =
+        __floats2bfloat162_rn(acc[i].x * inv, acc[i].y * inv);
+  }
+}
+
+// split_combine=burst: a CTA of sixteen warps per output row, as wide, but every load of a row's
+// partials in flight at once. The wide kernel's warps walked up to 32 splits four at a time, waiting
+// for eight rounds of loads (at decode batch 1, ~10 us against FA3's ~8 us for its combine;
+// scripts/kernel_spans_gpu.py, stop 35). Here
+// sixteen warps take up to eight splits each and load all of them (a split past the last reads the
+// last one's address) before any is summed; a split's weight selects its terms (a select, not a
+// multiply), so a split of weight 0 adds nothing whatever its partial holds.
+template <int D>
+__global__ void __launch_bounds__(512) attn_combine_burst(const SocraticAttentionArgs a, const Sched sc) {
+  constexpr int W = 16, PER = kMaxSplits / W, P = D / 64;  // warps, splits per warp, float2 per lane
+  __shared__ float weight[kMaxSplits];  // each split's weight
+  __shared__ float red[2][W];           // the warps' max, then their sums
+  __shared__ float2 part[W][D / 2];     // each warp's partial output
+  const long long rows = (long long)a.batch * a.heads_q * a.seqlen_q;
+  const long long row = blockIdx.x;
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  const int ns = sc.splits;
+  const int qi = int(row % a.seqlen_q);
+  const long long bh = row / a.seqlen_q;
+  const int hq = int(bh % a.heads_q);
+  const int b = int(bh / a.heads_q);
+  // every partial of this warp's splits, requested before anything waits for the pairs
+  float2 v[PER][P];
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const int s = min(warp + W * i, ns - 1);
+    const float2* src = reinterpret_cast<const float2*>(sc.ws_o) + (s * rows + row) * (D / 2);
+#pragma unroll
+    for (int p = 0; p < P; ++p) v[i][p] = src[lane + 32 * p];
+  }
+  const float2 ml = t < ns ? sc.ws_ml[t * rows + row] : make_float2(neg_inf(), 0.f);
+  float mmax = ml.x;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) mmax = fmaxf(mmax, __shfl_xor_sync(0xffffffffu, mmax, o));
+  if (lane == 0) red[0][warp] = mmax;
+  __syncthreads();
+  mmax = red[0][0];
+#pragma unroll
+  for (int w = 1; w < W; ++w) mmax = fmaxf(mmax, red[0][w]);
+  const float wt = (ml.x == neg_inf() || mmax == neg_inf()) ? 0.f : fast_exp2(ml.x - mmax);
+  if (t < ns) weight[t] = wt;
+  float lsum = wt * ml.y;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) lsum += __shfl_xor_sync(0xffffffffu, lsum, o);
+  if (lane == 0) red[1][warp] = lsum;
+  __syncthreads();  // the weights and the sums are in
+  float2 acc[P];
+#pragma unroll
+  for (int p = 0; p < P; ++p) acc[p] = make_float2(0.f, 0.f);
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const int s = warp + W * i;
+    const float w = s < ns ? weight[s] : 0.f;
+#pragma unroll
+    for (int p = 0; p < P; ++p) {  // a split without keys (weight 0) adds nothing, NaN poison included
+      acc[p].x = w != 0.f ? fmaf(w, v[i][p].x, acc[p].x) : acc[p].x;
+      acc[p].y = w != 0.f ? fmaf(w, v[i][p].y, acc[p].y) : acc[p].y;
+    }
+  }
+#pragma unroll
+  for (int p = 0; p < P; ++p) part[warp][lane + 32 * p] = acc[p];
+  __syncthreads();
+  if (t >= D / 2) return;
+  lsum = red[1][0];
+#pragma unroll
+  for (int w = 1; w < W; ++w) lsum += red[1][w];
+  float2 sum = part[0][t];
+#pragma unroll
+  for (int w = 1; w < W; ++w) {
+    sum.x += part[w][t].x;
+    sum.y += part[w][t].y;
+  }
+  const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+  __nv_bfloat16* orow = static_cast<__nv_bfloat16*>(a.o) + b * a.o_batch_stride + hq * a.o_head_stride +
+                        (long long)qi * a.o_row_stride;
+  *reinterpret_cast<__nv_bfloat162*>(orow + 2 * t) = __floats2bfloat162_rn(sum.x * inv, sum.y * inv);
+}
+
+// wg_combine_pdl: a combine kernel launched as a programmatic dependent of the kernel before it (the
+// attention kernel's CTAs allow it at their start; the combine's CTAs wait for its grid at theirs).
+template <typename Kernel>
+cudaError_t launch_combine_pdl(Kernel kernel, int grid, const SocraticAttentionArgs* a, const Sched& s,
+                               cudaStream_t stream) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(grid));
+  cfg.blockDim = dim3(128u);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, *a, s);
+}
+
+// The combine behind a split call: with wide or burst, a call of fewer than two rows per SM gets the
+// few-rows kernel. kPdl (wg_combine_pdl, the Hopper path): the 128-thread kernels go as programmatic
+// dependents. Returns the error of a launch that reports one at once; the caller reads the rest
+// from cudaGetLastError.
+template <int D, bool kPdl>
+cudaError_t launch_combine(const SocraticAttentionArgs* a, const Sched& s, cudaStream_t stream) {
+  const long long rows = (long long)a->batch * a->heads_q * a->seqlen_q;
+  if constexpr (kSplitCombine == kCombineBurst) {
+    if (rows < 2LL * num_sms()) {  // few rows: a CTA of sixteen warps each
+      attn_combine_burst<D><<<int(rows), 512, 0, stream>>>(*a, s);
+      return cudaSuccess;
+    }
+  } else if constexpr (kSplitCombine == kCombineWide) {
+    if (rows < 2LL * num_sms()) {  // few rows: a CTA of four warps each
+      if constexpr (kPdl) {
+        return launch_combine_pdl(attn_combine_wide<D>, int(rows), a, s, stream);
+      } else {
+        attn_combine_wide<D><<<int(rows), 128, 0, stream>>>(*a, s);
+        return cudaSuccess;
+      }
+    }
+  }
+  if constexpr (kPdl) {
+    return launch_combine_pdl(attn_combine<D>, int((rows + 3) / 4), a, s, stream);
+  } else {
+    attn_combine<D><<<int((rows + 3) / 4), 128, 0, stream>>>(*a, s);
+    return cudaSuccess;
+  }
 }
 
 // Prepares a kernel once per process: opt-in shared memory and the CTAs per SM it allows.
@@ -715,7 +1031,7 @@ Sched plan(const SocraticAttentionArgs* a, int gp, int ctas_per_sm) {
     if (base < target && kv_blocks >= 4) {
       long long want = (target + base - 1) / base;
       want = want < kv_blocks / 2 ? want : kv_blocks / 2;
-      want = want < 128 ? want : 128;
+      want = want < kMaxSplits ? want : kMaxSplits;
       s.splits = want > 1 ? int(want) : 1;
     }
   }
@@ -774,8 +1090,7 @@ int launch_cfg(const SocraticAttentionArgs* a, cudaStream_t stream, int gp) {
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
   if (s.splits > 1) {
-    const long long rows = (long long)a->batch * a->heads_q * a->seqlen_q;
-    attn_combine<D><<<int((rows + 3) / 4), 128, 0, stream>>>(*a, s);
+    if (const cudaError_t ce = launch_combine<D, false>(a, s, stream); ce != cudaSuccess) return ce;
     e = cudaGetLastError();
   }
   return e;
@@ -802,6 +1117,17 @@ constexpr int kWgConsumers = 2;  // wg_consumers
 constexpr int kWgStages = 2;  // wg_stages
 constexpr bool kWgOverlap = true;  // wg_overlap
 constexpr bool kWgPingpong = true;  // wg_pingpong
+constexpr bool kWgSplitBalanced = false;  // wg_split_rule=fill
+constexpr int kWgSplitCost = 0;  // wg_split_cost
+constexpr bool kWgDecodeWgmma = false;  // wg_decode=mma_sync
+constexpr int kWgL2Promotion = 256;  // wg_l2_promotion
+constexpr bool kWgDescOffset = false;  // wg_desc=fields
+constexpr bool kWgDescHoist = false;
+constexpr bool kWgL2HintKv = false;  // wg_l2_hint=none
+constexpr bool kWgL2HintQ = false;
+constexpr bool kWgIdleSkip = false;  // wg_idle_rows=compute
+constexpr bool kWgKvFenceCpAsync = false;  // wg_kv_fence=every_block
+constexpr bool kWgKvWaitFirst = false;  // wg_kv_wait=each
 constexpr int kRegsProducer = 40;
 constexpr int kRegsConsumer = 232;
 template <int D>
@@ -833,12 +1159,29 @@ __device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_
   return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t((lbo >> 4) & 0x3FFF) << 16) |
          (uint64_t((sbo >> 4) & 0x3FFF) << 32) | (uint64_t(1) << 62);
 }
+// wg_desc=offset: a wgmma descriptor is its tile's descriptor plus the k-step's byte offset >> 4,
+// added to the low word: ptxas then spends about three uniform operations per wgmma (the add and
+// the constant high words) where it repacked the three fields in about six. The consumer's
+// warpgroup index comes from lane 0, so that Q's descriptors are uniform too instead of sixteen
+// per-thread registers read back with R2UR. Measured alone 0.995x, with wg_epilogue=smem 1.005x.
+// The descriptor of tile + off from the tile's own. The start-address field
+// holds addr >> 4 in 14 bits and a shared-memory address stays below 2^18, so off >> 4 adds to
+// the low word without a carry out of the field.
+__device__ __forceinline__ uint64_t wg_desc_at(uint32_t tile, uint32_t off, uint32_t lbo, uint32_t sbo) {
+  const uint32_t lo = ((tile & 0x3FFFF) >> 4) | (((lbo >> 4) & 0x3FFF) << 16);
+  const uint32_t hi = ((sbo >> 4) & 0x3FFF) | (1u << 30);
+  uint64_t d;
+  asm("mov.b64 %0, {%1, %2};" : "=l"(d) : "r"(lo + (off >> 4)), "r"(hi));
+  return d;
+}
 // K-major operand (Q as A, K as B): rows at 128 bytes, 8-row groups 1024 bytes apart (SBO);
 // the k16 step kk moves 32 bytes inside a panel and a whole panel every 4 steps. LBO is unused
 // by a K-major swizzled layout (encoded as 1).
 template <int ROWS>
 __device__ __forceinline__ uint64_t desc_kmajor(uint32_t tile, int row0, int kk) {
-  return wg_desc(tile + (kk >> 2) * (ROWS * 128) + row0 * 128 + (kk & 3) * 32, 16, 1024);
+  const uint32_t off = (kk >> 2) * (ROWS * 128) + row0 * 128 + (kk & 3) * 32;
+  if constexpr (kWgDescOffset) return wg_desc_at(tile, off, 16, 1024);
+  else return wg_desc(tile + off, 16, 1024);
 }
 // MN-major operand (V as B of P V, N = head_dim): along N, 64 columns per panel and the next
 // panel ROWS*128 bytes further (LBO); along K (keys), 8-key groups 1024 bytes apart (SBO); the
@@ -846,9 +1189,11 @@ __device__ __forceinline__ uint64_t desc_kmajor(uint32_t tile, int row0, int kk)
 template <int ROWS>
 __device__ __forceinline__ uint64_t desc_mnmajor(uint32_t tile, int kk) {
 #if SOCRATIC_SM90_VDESC_SWAP
-  return wg_desc(tile + kk * 2048, 1024, ROWS * 128);
+  if constexpr (kWgDescOffset) return wg_desc_at(tile, kk * 2048, 1024, ROWS * 128);
+  else return wg_desc(tile + kk * 2048, 1024, ROWS * 128);
 #else
-  return wg_desc(tile + kk * 2048, ROWS * 128, 1024);
+  if constexpr (kWgDescOffset) return wg_desc_at(tile, kk * 2048, ROWS * 128, 1024);
+  else return wg_desc(tile + kk * 2048, ROWS * 128, 1024);
 #endif
 }
 
@@ -971,6 +1316,22 @@ __device__ __forceinline__ Sm90Tile sm90_tile(int tile, const SocraticAttentionA
 // Calls whose layout a tensor map cannot describe (a stride or pointer not 16-byte aligned, a
 // GQA pack that does not divide the query tile) run the cp.async instantiation instead.
 // ---------------------------------------------------------------------------------------
+// wg_l2_hint (wg_load=tma): the copy engine's loads carry an L2 eviction policy (PTX createpolicy,
+// the .L2::cache_hint operand of cp.async.bulk.tensor). kv_last: K and V, which every query tile of
+// a head (and every head of a GQA group) reads again, are evicted last; kv_last_q_first: Q, read
+// once per tile, also evicted first. The load helpers carry it, so every K/V (and Q) copy of the
+// producer does, the cluster's multicast copies included.
+__device__ __forceinline__ uint64_t l2_policy_evict_last() {
+  uint64_t p;
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
+__device__ __forceinline__ uint64_t l2_policy_evict_first() {
+  uint64_t p;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
+
 struct Sm90Maps {
   CUtensorMap q;  // 5D {head_dim, heads in a pack, seqlen_q, packs, batch}
   CUtensorMap k;  // 4D {head_dim, seqlen_k, heads_kv, batch}
@@ -979,19 +1340,37 @@ struct Sm90Maps {
 
 __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0,
                                             int c1, int c2, int c3) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
-      "%5}], [%6];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
-      : "memory");
+  if constexpr (kWgL2HintKv) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, "
+        "{%2, %3, %4, %5}], [%6], %7;\n" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar),
+        "l"(l2_policy_evict_last())
+        : "memory");
+  } else {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
+        "%5}], [%6];\n" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+        : "memory");
+  }
 }
 __device__ __forceinline__ void tma_load_5d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0,
                                             int c1, int c2, int c3, int c4) {
-  asm volatile(
-      "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
-      "%5, %6}], [%7];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(bar)
-      : "memory");
+  if constexpr (kWgL2HintQ) {
+    asm volatile(
+        "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, "
+        "{%2, %3, %4, %5, %6}], [%7], %8;\n" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(bar),
+        "l"(l2_policy_evict_first())
+        : "memory");
+  } else {
+    asm volatile(
+        "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
+        "%5, %6}], [%7];\n" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(bar)
+        : "memory");
+  }
 }
 
 // The producer of wg_load=tma: one thread walks the same tiles and key blocks as the consumers
@@ -1044,6 +1423,8 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
   using C = Sm90Cfg<D>;
   constexpr int BM = C::BM, BN = C::BN, CH = C::CH, S = kWgStages;
   constexpr int NT = BN / 8, DT = D / 8, KD = D / 16, KN = BN / 16;
+  // wg_combine_pdl: the combine behind a split call may launch once every CTA has started
+  if constexpr (kCombinePdl) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   extern __shared__ __align__(128) unsigned char smem_h[];
   const uint32_t raw = smem_u32(smem_h);
   const uint32_t base = (raw + 1023u) & ~1023u;
@@ -1153,7 +1534,8 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
 
   // ---- consumer warpgroups: 64 query rows each ----
   if constexpr (kWgConsumers > 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegsConsumer));
-  const int c = wg - 1;
+  // wg_desc=offset: the index from lane 0, warp-uniform, so Q's descriptors stay in uniform registers
+  const int c = kWgDescOffset ? __shfl_sync(0xffffffffu, wg - 1, 0) : wg - 1;
   const int lane = tid & 31, w = (tid >> 5) & 3;
   const int g = lane >> 2, t4 = lane & 3;
   auto release = [&](uint32_t bar) {
@@ -1206,23 +1588,45 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
     float s[BN / 2];     // S of the newest block, then its probabilities (fp32)
     uint32_t pf[KN][4];  // P of the block whose P V is next, as bf16 A fragments
 
+    // wg_kv_wait=first (wg_load=tma, wg_pingpong): in the copy-engine build only the first consumer
+    // warpgroup in the turn order (c == 0) waits for a K/V block's full barrier; the others issue their
+    // wgmmas on that block only after it has passed them the turn (named barriers, which order memory
+    // among the warpgroups), so the block has landed by then. FA3's consumers do the same. The wait is
+    // a shared-memory barrier probe and a branch on its result, inside each warpgroup's turn.
+    // wg_kv_fence=cp_async (wg_load=tma): the consumers fence the async proxy after a K/V block's full
+    // barrier only in the cp.async build. There the producer's cp.async writes are generic-proxy writes
+    // that wgmma (an async-proxy reader) must be fenced from; the copy engine's writes are async-proxy
+    // writes whose completion the barrier's transaction count already orders before the wait returns
+    // (CUTLASS and FA3 issue no fence there). The fence compiles to MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC,
+    // twice per block, inside the warpgroup's turn to issue its wgmmas.
+    // wg_desc=hoist: Q's descriptors once per tile (at most 8 steps: d64, d128)
+    constexpr bool kHoistQ = kWgDescHoist && KD <= 8;
+    uint64_t qd[kHoistQ ? KD : 1];
+    if constexpr (kHoistQ) {
+#pragma unroll
+      for (int kk = 0; kk < KD; ++kk) qd[kk] = desc_kmajor<BM>(q_s, c * 64, kk);
+    }
+    auto q_desc = [&](int kk) {
+      if constexpr (kHoistQ) return qd[kk];
+      else return desc_kmajor<BM>(q_s, c * 64, kk);
+    };
     // S = Q K^T of block j, issued (not waited for).
     auto slot = [&](int j) { return int((gb + uint32_t(j)) % S); };
     auto issue_qk = [&](int j) {
       const int st = int((gb + uint32_t(j)) % S);
-      mbar_wait(k_full(st), ((gb + uint32_t(j)) / S) & 1u);
-      fence_async_smem();
+      if (!kWgKvWaitFirst || !kTma || c == 0) mbar_wait(k_full(st), ((gb + uint32_t(j)) / S) & 1u);
+      if constexpr (!kWgKvFenceCpAsync || !kTma) fence_async_smem();
       wg_fence();
 #pragma unroll
       for (int kk = 0; kk < KD; ++kk)
-        wgmma_ss<BN>(s, desc_kmajor<BM>(q_s, c * 64, kk), desc_kmajor<BN>(k_s + st * C::kKVBytes, 0, kk), kk > 0);
+        wgmma_ss<BN>(s, q_desc(kk), desc_kmajor<BN>(k_s + st * C::kKVBytes, 0, kk), kk > 0);
       wg_commit();
     };
     // O += P V of block j, issued (not waited for).
     auto issue_pv = [&](int j) {
       const int st = int((gb + uint32_t(j)) % S);
-      mbar_wait(v_full(st), ((gb + uint32_t(j)) / S) & 1u);
-      fence_async_smem();
+      if (!kWgKvWaitFirst || !kTma || c == 0) mbar_wait(v_full(st), ((gb + uint32_t(j)) / S) & 1u);
+      if constexpr (!kWgKvFenceCpAsync || !kTma) fence_async_smem();
       wg_fence_regs(o);
       wg_fence();
 #pragma unroll
@@ -1321,7 +1725,45 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
       }
     };
 
-    if constexpr (kWgOverlap) {
+    // wg_idle_rows=skip: a consumer warpgroup whose 64 query rows all lie past the tile's rows (a
+    // decode tile holds at most 64 packed rows, so the second warpgroup of every decode tile; a
+    // ragged call's last tile) issues no wgmma and runs no softmax: a loop of its own, so that the
+    // computing loops stay as they are (wgmma inside a branch of theirs made ptxas serialize them,
+    // C7514). It takes the same turns (the other warpgroup's turns wait for its arrivals), waits for
+    // each block's full barrier before it releases the block (an arrival before the fill could count
+    // toward the slot's previous phase), releases its Q buffer, and its epilogue stores nothing, as
+    // before (its rows are past the tile's).
+    const bool idle = kWgIdleSkip && m0 + c * 64 >= sc.mtotal;
+    if (idle) {
+      auto filled = [&](uint32_t bar, int j) { mbar_wait(bar, ((gb + uint32_t(j)) / S) & 1u); };
+      if constexpr (kWgOverlap) {
+        for (int j = 0; j < nb + (nb > 0); ++j) {  // turn j: S of block j, P V of block j - 1
+          turn_wait();
+          turn_pass();
+          if (j < nb) {
+            filled(k_full(slot(j)), j);
+            release(k_empty(slot(j)));
+            if (j == nb - 1) release_q();
+          }
+          if (j > 0) {
+            filled(v_full(slot(j - 1)), j - 1);
+            release(v_empty(slot(j - 1)));
+          }
+        }
+      } else {
+        for (int j = 0; j < nb; ++j) {  // two turns a block: S, then P V
+          turn_wait();
+          turn_pass();
+          filled(k_full(slot(j)), j);
+          release(k_empty(slot(j)));
+          if (j == nb - 1) release_q();
+          turn_wait();
+          turn_pass();
+          filled(v_full(slot(j)), j);
+          release(v_empty(slot(j)));
+        }
+      }
+    } else if constexpr (kWgOverlap) {
       // Softmax of block j runs while the tensor cores do P V of block j - 1: issue S(j) and
       // PV(j - 1), wait for S(j) only, softmax, then wait for PV(j - 1) and rescale O.
       if (nb > 0) {
@@ -1425,6 +1867,17 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
   }
 }
 
+// wg_l2_promotion (wg_load=tma): the L2 promotion of every tensor map the host encodes (Q, K, V, O).
+// 256 (the template's): a copy's 128-byte request makes L2 fetch the 256 bytes around it; 128: the
+// request's line only (CUTLASS's default, so FA3's); 0: no promotion. Why: Nsight Compute on
+// decode-gemma2-9b-tp1-q4-b64-k8192 (stop 39) had both kernels at 96% of L2 throughput, this one
+// moving 4.05 TB/s from DRAM with a 26% L2 hit rate and FA3 4.45 TB/s with 0.8%. The likeliest
+// reading (not isolated further): the promoted halves are fetched ahead and then requested again by
+// the next box of the block, so L2 does more work per DRAM byte; 128 gives +3% on decode.
+constexpr CUtensorMapL2promotion kL2Promotion = kWgL2Promotion == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+                                               : kWgL2Promotion == 0  ? CU_TENSOR_MAP_L2_PROMOTION_NONE
+                                                                      : CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+
 // The tensor maps of one call, encoded from its pointers and strides (so a strided layout, such
 // as K and V interleaved in one buffer, gets its own strides); false when a map cannot describe
 // the call, which then runs the cp.async instantiation.
@@ -1462,7 +1915,7 @@ bool sm90_maps(const SocraticAttentionArgs* a, int gp, Sm90Maps* m) {
                     const cuuint64_t* strides, const cuuint32_t* box) {
     return cuTensorMapEncodeTiled(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank, const_cast<void*>(base), dims,
                                   strides, box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                  CU_TENSOR_MAP_SWIZZLE_128B, kL2Promotion,
                                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
   };
   return encode(&m->q, a->q, 5, qd, qs, qb) && encode(&m->k, a->k, 4, kd, ks, kb) &&
@@ -1482,10 +1935,68 @@ int prepare_sm90() {
 }
 
 // Whether the wgmma kernel takes these args: a head group with more than kDecodeRows
-// (packed) query rows; decode shapes stay on the mma.sync path.
+// (packed) query rows; decode shapes stay on the mma.sync path, unless wg_decode=wgmma sends every
+// call here (the mma.sync kernels stay in the file, unused; a call no tensor map describes takes the
+// Hopper kernel's cp.async build).
 template <int D>
 bool use_sm90(const SocraticAttentionArgs* a, int gp) {
-  return (long long)a->seqlen_q * gp > kDecodeRows;
+  if constexpr (kWgDecodeWgmma) {  // wg_decode=wgmma: decode shapes too
+    (void)a;
+    (void)gp;
+    return kDecodeRows > 0;
+  } else {
+    return (long long)a->seqlen_q * gp > kDecodeRows;
+  }
+}
+
+// wg_split_rule=balanced: the Hopper planner picks the split-KV count (1 up to the same cap) whose
+// estimated makespan is least, instead of the smallest count that fills kSplitWaves waves. With one
+// CTA per SM taking tiles in turn, a call lasts at least its heaviest tile, at least its work spread
+// over the SMs, and, when its tiles take W rounds, about W - 1 of its lightest tiles plus the
+// heaviest: 144 equal tiles on 132 SMs take two whole rounds, which the fill rule chose for a 16-tile
+// chunked prefill (9 splits) where 8 splits take one. A tile costs its key blocks (as sm90_tile counts
+// them) plus one block of fixed cost; more splits must be 2% better (their partials are written and
+// combined).
+//
+// wg_split_cost=N (wg_split_rule=balanced): a plan with more than one split also pays for its fp32
+// partials and the combine kernel (a second launch behind the first), charged as N key blocks on
+// top of its makespan estimate. Without the charge the rule split the suite's ragged causal calls of
+// ~128 tiles in two (9 -> 6.5 estimated blocks), where `wgmma-tma-g` measured 0.71-0.86x FA3; charged
+// 8 blocks they run as one launch, 1.29-1.52x faster (stop 30; docs/family.md).
+inline int balanced_splits(const SocraticAttentionArgs* a, const Sched& s, int bm, int bn, int most) {
+  const int sk = a->seqlen_k, offset = a->seqlen_k - a->seqlen_q;
+  long long sum = 0;  // key blocks over the m blocks of one (head, batch) unit
+  int heavy = 0, light = 1 << 30;
+  for (int mb = 0; mb < s.m_blocks; ++mb) {  // as sm90_tile counts them
+    const int qi_last = (min((mb + 1) * bm, s.mtotal) - 1) / s.gp;
+    int kv_hi = sk;
+    if (kCausalSkip && a->causal) kv_hi = max(0, min(sk, qi_last + offset + 1));
+    const int nb = (kv_hi + bn - 1) / bn;
+    sum += nb;
+    heavy = nb > heavy ? nb : heavy;
+    light = nb < light ? nb : light;
+  }
+  const long long units = (long long)s.heads_grid * a->batch, sms = num_sms();
+  const double fixed = 1.0;  // a tile's fixed cost, in key blocks
+  const double combine = kWgSplitCost;  // wg_split_cost: a split plan's partials and combine, in key blocks
+  double best = 0.0;
+  int pick = 1;
+  for (int n = 1; n <= most; ++n) {
+    const double top = (heavy + n - 1) / n + fixed, low = light / n + fixed;
+    const long long rounds = (units * s.m_blocks * n + sms - 1) / sms;
+    const double spread = double(units) * (double(sum) + fixed * n * s.m_blocks) / double(sms);
+    double est = top > spread ? top : spread;
+    const double tail = double(rounds - 1) * low + top;
+    est = est > tail ? est : tail;
+    if constexpr (kWgSplitCost > 0) {
+      if (n > 1) est += combine;
+    }
+    if (n == 1 || est < 0.98 * best) {
+      best = est;
+      pick = n;
+    }
+  }
+  return pick;
 }
 
 template <int D>
@@ -1502,10 +2013,16 @@ Sched plan_sm90(const SocraticAttentionArgs* a, int gp) {
     const long long target = (long long)kSplitWaves * num_sms();
     const int kv_blocks = (a->seqlen_k + C::BN - 1) / C::BN;
     if (base < target && kv_blocks >= 4) {
-      long long want = (target + base - 1) / base;
-      want = want < kv_blocks / 2 ? want : kv_blocks / 2;
-      want = want < 128 ? want : 128;
-      s.splits = want > 1 ? int(want) : 1;
+      if constexpr (kWgSplitBalanced) {  // wg_split_rule=balanced (split_rule.cuh)
+        long long want = kv_blocks / 2;  // the most splits considered
+        want = want < kMaxSplits ? want : kMaxSplits;
+        s.splits = balanced_splits(a, s, C::BM, C::BN, int(want));
+      } else {
+        long long want = (target + base - 1) / base;
+        want = want < kv_blocks / 2 ? want : kv_blocks / 2;
+        want = want < kMaxSplits ? want : kMaxSplits;
+        s.splits = want > 1 ? int(want) : 1;
+      }
     }
   }
   s.tiles = int(base * s.splits);
@@ -1547,8 +2064,7 @@ int launch_any(const SocraticAttentionArgs* a, cudaStream_t stream) {
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
   if (s.splits > 1) {
-    const long long rows = (long long)a->batch * a->heads_q * a->seqlen_q;
-    attn_combine<D><<<int((rows + 3) / 4), 128, 0, stream>>>(*a, s);
+    if (const cudaError_t ce = launch_combine<D, kCombinePdl>(a, s, stream); ce != cudaSuccess) return ce;
     e = cudaGetLastError();
   }
   return e;

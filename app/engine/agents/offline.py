@@ -1,0 +1,742 @@
+"""The offline search agent: no model, no key. It proposes kernels of the attention kernel
+family (kernels/attention/family: knobs grouped by layer, `render(knobs)` -> one .cu file)
+the way a greedy agent does: it keeps a focus layer and tries the leader's neighbours inside
+that layer only, moving to a new leader as soon as the judge accepts one.
+
+It stalls as such agents do: once every neighbour in its layer is tried it declares the
+limit; resumed without a message it circles, re-submitting variants it already measured.
+A question moves it: a question whose words name another layer (tiles, pipeline stages,
+the exponential, the grid, the causal mask, ...) moves its focus there, and one that asks
+what it has not tried moves it to its least explored layer. Information (not a question)
+is acknowledged and changes nothing: every large gain in the findings followed a question.
+
+Two options make it a campaign member and a fair control (docs/campaigns.md):
+- `policy: "autonomous"`: at its own plateau (`patience` evaluations without a new leader, or no
+  untried neighbour left) it moves on by itself instead of declaring the limit: to the layer it
+  explored least that still has untried neighbours (in a board campaign, the layer the whole
+  campaign explored least). "No questions" then competes.
+- `board: true`: after each submission it reads the campaign's board (`read_board`). Unless a
+  message came in the same step (a message comes first): the campaign leader's setting becomes
+  its parent where it beats its own leader by more than 1%; it tries on its leader the changes
+  that led or improved elsewhere, whatever their layer (all together, then each alone, best
+  gain first, once per leader); it never measures a setting the board shows measured or in
+  flight, nor a single change discarded elsewhere; its own plateau takes it to the layer the
+  campaign explored least. Its own layer search goes on from there. A "Switch strategy: LAYER"
+  message (the campaign plateau) moves it to LAYER; a "Parent: ... knobs {...}" line
+  (evolution) makes that setting its parent.
+
+Two strategies (`strategy`): "greedy" is the agent described above (today's agent, kept as the
+control); "measured" (the second version, the default) profiles each new leader through the
+`profile` tool, takes the layer and knob the diagnosis and the hardware rank first (an sm_90
+kernel without the warpgroup MMA: the math layer's `mma=wgmma`), writes the gain it expects in the
+candidate's notes, never measures a setting twice, leaves a layer at its own plateau for the next
+one the diagnosis ranks, and declares done only when every layer was tried from the leader
+(docs/agents.md). Questions move both; a question that names a bottleneck makes it profile first.
+
+Deterministic for a seed: candidates are ordered by a hash of (seed, setting)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.engine.agents.base import (
+    DECLARE_DONE,
+    PROFILE,
+    READ_BOARD,
+    SUBMIT_CANDIDATE,
+    Agent,
+    AgentConfigError,
+    AgentStep,
+    Feedback,
+    SteeringMessage,
+    Task,
+    ToolCall,
+    Usage,
+)
+from harness.stats import geomean
+
+try:  # the family belongs to kernels/; the agent says so plainly when it is missing
+    from kernels.attention.family import (
+        KNOB_LAYER,
+        LAYERS,
+        KnobError,
+        Knobs,
+        default_knobs,
+        knobs_from_mapping,
+        neighbours,
+        parse_knobs,
+        render,
+    )
+
+    FAMILY_ERROR = ""
+except ImportError as exc:  # pragma: no cover - the family ships with the repository
+    FAMILY_ERROR = f"the kernel family (kernels/attention/family) cannot be imported: {exc}"
+
+# A straightforward first port: small tiles, one pipeline stage, padded rows, expf, no
+# causal skipping, no split-KV. Each layer has room to improve, and a question can find it.
+FIRST_PORT = ("tile_d64=64x64x4,tile_d128=64x64x4,tile_d256=64x64x4,loader=cp_async,stages=1,smem_layout=pad,"
+              "q_fragments=smem,softmax_exp=expf,rescale=always,grid_order=m_fastest,persistent=false,"
+              "split_kv=off,pack_gqa=off,causal_skip=false,mask_split=false")
+STARTS = {"first-port": FIRST_PORT, "default": ""}
+
+# Words that name a layer of the family (bank layers map onto the same words).
+LAYER_PATTERNS: dict[str, tuple[str, ...]] = {
+    # A bare "tile" (a K/V tile, the query tile) is the whole kernel's vocabulary, not a layer.
+    "tiling": (r"\btiling\b", r"\btile (?:shapes?|sizes?|dimensions?)\b", r"\bblock[ _-]?(?:sizes?|shapes?|m|n)\b",
+               r"\brows? per warp\b", r"\bwarps? per (?:cta|block|tile)\b", r"\bbigger tiles?\b",
+               r"\bsmaller tiles?\b"),
+    "memory": (r"\bshared memory\b", r"\bsmem\b", r"\bcp\.async\b", r"\bbulk\b", r"\btma\b", r"\bcopy engine\b",
+               r"\bpipelin\w*", r"\bstages?\b", r"\bdouble[- ]buffer\w*", r"\bprefetch\w*", r"\bswizzl\w*",
+               r"\bbank conflicts?\b", r"\blayout\b", r"\bloads?\b", r"\bloading\b", r"\bglobal memory\b",
+               r"\bbandwidth\b", r"\bmemory\b", r"\bk/v tiles?\b"),
+    "math": (r"\btensor[- ]cores?\b", r"\bmma\b", r"\bmatrix products?\b", r"\bexponentials?\b", r"\bexp2?f?\b",
+             r"\bsoftmax\b", r"\brescal\w*", r"\baccumulat\w*", r"\bprecision\b", r"\bfragments?\b",
+             r"\bregisters?\b", r"\bffma\b", r"\bconver\w*", r"\bfloating[- ]point\b", r"\bmath\b",
+             r"\binstructions?\b", r"\bissue slots?\b",
+             # the Hopper layer (mma=wgmma) is a value of the math layer
+             r"\bwgmma\b", r"\bhopper\b", r"\bwarp ?groups?\b", r"\bwarp[- ]speciali[sz]\w*"),
+    "scheduling": (r"\bgrid\b", r"\bthread blocks?\b", r"\bctas?\b", r"\bsms?\b", r"\bwaves?\b", r"\bpersistent\b",
+                   r"\bsplit(?:-kv| kv|s)?\b", r"\boccupancy\b", r"\bschedul\w*", r"\blaunch\w*", r"\border\b",
+                   r"\bgqa\b", r"\bgrouped[- ]query\b", r"\bdecode\b", r"\bbusy\b", r"\bidle\b"),
+    "masking": (r"\bmask\w*", r"\bcausal\b", r"\bdiagonal\b", r"\bboundar\w*", r"\bragged\b",
+                r"\bvisible pairs?\b"),
+}
+_LAYER_RE = {layer: re.compile("|".join(p), re.IGNORECASE) for layer, p in LAYER_PATTERNS.items()}
+# "Which layer have you not touched?", "what haven't you tried?", "something you never changed"
+_NOT_TRIED_RE = re.compile(
+    r"\b(?:not|never|n't|haven't|hasn't|untried|unexplored)\b[^.?!]{0,60}?"
+    r"\b(?:tried|touched|changed|explored|attacked|considered|looked|attempted|used)\b"
+    r"|\buntried\b|\bunexplored\b|\bwhat else\b|\banother layer\b|\bother layers?\b",
+    re.IGNORECASE,
+)
+
+
+def layer_mentions(text: str) -> Counter[str]:
+    """How often the text names each layer of the family."""
+    return Counter({layer: len(rx.findall(text)) for layer, rx in _LAYER_RE.items() if rx.search(text)})
+
+
+_SWITCH_RE = re.compile(r"^\s*Switch strategy:\s*(\w+)", re.IGNORECASE)
+_PARENT_RE = re.compile(r"^Parent:.*?knobs (\{.*\})\s*$", re.MULTILINE)
+POLICIES = ("questions", "autonomous")
+# "greedy": today's agent (the control); "measured": the second version, led by the leader's profile.
+STRATEGIES = ("measured", "greedy")
+# A question that names a bottleneck or a measurement makes the measured agent profile first.
+_BOTTLENECK_RE = re.compile(
+    r"\bbottleneck\w*|\bbound(?:s|ed)?\b|\bwhat (?:limits|bounds|holds)\b|\bprofil\w*|\broofline\b|\bstall\w*"
+    r"|\butili[sz]\w*|\bthroughput\b|\bbandwidth\b|\bsass\b|\binstruction mix\b|\bwhich (?:tensor-core )?"
+    r"instructions\b|\bmeasure\w*", re.IGNORECASE)
+
+
+def names_a_bottleneck(text: str) -> bool:
+    return bool(_BOTTLENECK_RE.search(text))
+
+
+def split_parent(text: str) -> tuple[str, dict[str, Any] | None]:
+    """A message without its "Parent: ..." line, and the parent's knobs when the line names them."""
+    found = _PARENT_RE.search(text)
+    if found is None:
+        return text, None
+    try:
+        knobs = json.loads(found.group(1))
+    except json.JSONDecodeError:
+        knobs = None
+    rest = (text[:found.start()] + text[found.end():]).strip()
+    return rest, knobs if isinstance(knobs, dict) else None
+
+
+def asks_what_was_not_tried(text: str) -> bool:
+    return bool(_NOT_TRIED_RE.search(text))
+
+
+def _order_key(seed: int, setting: Knobs) -> str:
+    return hashlib.sha256(f"{seed}:{setting.slug()}".encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class OfflineConfig:
+    seed: int = 0
+    start: str = "first-port"  # "first-port", "default", or a knob spec (key=value,... or JSON)
+    focus: str = "tiling"
+    batch: int = 1  # candidates per step (the runner evaluates them in turn)
+    policy: str = "questions"  # "questions": only a question moves it; "autonomous": its own plateau policy
+    board: bool = False  # read the campaign's board after each submission and use it
+    patience: int = 3  # autonomous (and measured): evaluations without a new leader before it moves on
+    strategy: str = "measured"  # "measured" (the second version) or "greedy" (today's agent, the control)
+
+    @classmethod
+    def parse(cls, config: dict[str, Any]) -> OfflineConfig:
+        if FAMILY_ERROR:
+            raise AgentConfigError(FAMILY_ERROR)
+        known = {"seed", "start", "focus", "batch", "policy", "board", "patience", "strategy"}
+        unknown = set(config) - known
+        if unknown:
+            raise AgentConfigError(f"unknown offline option(s) {', '.join(sorted(unknown))}; "
+                                   f"options: {', '.join(sorted(known))}")
+        try:
+            seed = int(config.get("seed", 0))
+            batch = int(config.get("batch", 1))
+        except (TypeError, ValueError) as exc:
+            raise AgentConfigError("seed and batch must be integers") from exc
+        if not 1 <= batch <= 8:
+            raise AgentConfigError("batch must be between 1 and 8")
+        focus = str(config.get("focus", "tiling"))
+        if focus not in LAYERS:
+            raise AgentConfigError(f"focus must be one of the family's layers: {', '.join(LAYERS)}")
+        start = str(config.get("start", "first-port"))
+        start_knobs(start)  # refuses an invalid setting now, not halfway through a session
+        policy = str(config.get("policy", "questions"))
+        if policy not in POLICIES:
+            raise AgentConfigError(f"policy must be one of {', '.join(POLICIES)}")
+        try:
+            patience = int(config.get("patience", 3))
+        except (TypeError, ValueError) as exc:
+            raise AgentConfigError("patience must be an integer") from exc
+        if patience < 1:
+            raise AgentConfigError("patience must be at least 1")
+        strategy = str(config.get("strategy", "measured"))
+        if strategy not in STRATEGIES:
+            raise AgentConfigError(f"strategy must be one of {', '.join(STRATEGIES)}")
+        return cls(seed, start, focus, batch, policy, bool(config.get("board", False)), patience, strategy)
+
+
+def start_knobs(start: str) -> Knobs:
+    try:
+        return parse_knobs(STARTS.get(start, start), files=False) if start != "default" else default_knobs()
+    except KnobError as exc:
+        raise AgentConfigError(f"start: {exc}") from exc
+
+
+def validate_config(config: dict[str, Any]) -> None:
+    OfflineConfig.parse(config)
+
+
+class OfflineAgent(Agent):
+    name = "offline"
+
+    def __init__(self, task: Task, config: dict[str, Any]) -> None:
+        super().__init__(task, config)
+        if task.candidate_kind != "cuda":
+            raise AgentConfigError("the offline agent writes CUDA kernels of the family: the session's "
+                                   "candidates must be cuda")
+        self.settings = OfflineConfig.parse(config)
+        self.best: dict[str, Any] = start_knobs(self.settings.start).to_dict()
+        self.best_speedup: float | None = None
+        self.has_leader = False
+        self.focus = self.settings.focus
+        self.tried: dict[str, dict[str, Any]] = {}  # slug -> layer, knob, value, verdict, speedup
+        self.pending: dict[str, dict[str, Any]] = {}  # call id -> the setting it submitted
+        self.layer_evals: Counter[str] = Counter()
+        self.declared = False  # declared the limit in the current stall
+        self.circled = 0  # re-submissions while stalled
+        self.calls = 0
+        self.started = False
+        self.moves: list[dict[str, Any]] = []  # how each question changed (or not) the focus
+        self.board_failed: list[list[str]] = []  # [knob, value] discarded elsewhere: never retried
+        self.board_worked: list[list[str]] = []  # [knob, value] that led or improved elsewhere: tried first
+        self.board_layers: dict[str, int] = {}  # layer -> evaluations in it elsewhere (the board's entries)
+        self.board_measured: dict[str, float] = {}  # slug -> visible speedup (0: not correct) measured elsewhere
+        self.board_best: dict[str, Any] = {}  # the campaign leader's setting (as of the board), speedup, author
+        self.board_pending: list[str] = []  # slugs other agents submitted that are not judged yet
+        self.foreign_parent = False  # the current parent came from another agent (evolution, the board)
+        self.followed = False  # ... from the board: kept until a kernel of its own is faster
+        self.since_gain = 0  # evaluations since the last new leader (the autonomous plateau)
+        # the measured strategy: what the leader's profile found, and the layers tried from this leader
+        self.findings: list[dict[str, Any]] = []  # the profile's findings, most at stake first
+        self.arch = ""  # the compile target the profile names (sm_90a: Hopper)
+        self.diagnosis = ""
+        self.need_profile = False  # profile the leader before the next choice
+        self.profiled = ""  # the slug of the setting last profiled
+        self.visited: list[str] = []  # layers tried from the current leader, in order
+        self.steered = False  # a question chose the focus: the diagnosis does not override it
+
+    # -- the step ---------------------------------------------------------------------------
+
+    async def step(self, feedback: Feedback) -> AgentStep:
+        if self.settings.strategy == "measured":
+            return self._measured_step(feedback)
+        self._learn(feedback)
+        words = [self._hear(m) for m in feedback.messages]
+        if not self.started:
+            self.started = True
+            knobs = knobs_from_mapping(self.best)
+            words.append(f"I start from a straightforward port ({self.settings.start}) and will tune "
+                         f"the {self.focus} layer first.")
+            return self._submit(words, [(knobs, "start", "", "")])
+        if self.settings.board and not feedback.messages:
+            followed = self._follow_board()
+            if followed:
+                words.append(followed)
+        adopt = [] if feedback.messages else self._board_adoptions()
+        if adopt:  # what worked in another agent's lineage, tried on this one's leader
+            self.declared = False
+            self.circled = 0
+            chosen = adopt[: self.settings.batch]
+            names = [f"{k}={v}" if v else k for _, _, k, v in chosen]
+            words.append("From the board, on my leader: " + "; ".join(names) + ".")
+            return self._submit(words, chosen, "worked in another agent's lineage (the board)")
+        fresh = self._untried_neighbours()
+        plateau = self.since_gain >= self.settings.patience
+        if self.settings.policy == "autonomous" and (not fresh or plateau):
+            moved = self._own_move()
+            if moved:
+                words.append(moved)
+                self.since_gain = 0
+                fresh = self._untried_neighbours()
+        if fresh:
+            self.declared = False
+            self.circled = 0
+            chosen = fresh[: self.settings.batch]
+            words.append(f"Next in {self.focus}: " + "; ".join(f"{k}={v}" for _, _, k, v in chosen) + ".")
+            return self._submit(words, chosen)
+        if not self.declared:
+            self.declared = True
+            reason = (f"I have tried every {self.focus} setting next to the leader "
+                      f"({len(self._layer_tried(self.focus))} variants); this is the limit of this kernel.")
+            words.append(reason)
+            return self._finish(words, reason)
+        # Resumed without a question that moves it: circle among variants already measured.
+        again = self._layer_tried(self.focus)
+        if not again:
+            words.append(f"The {self.focus} layer offers no valid variant of the leader; I have no further ideas.")
+            return self._finish(words, words[-1])
+        pick = again[self.circled % len(again)]
+        self.circled += 1
+        knobs = knobs_from_mapping(pick["knobs"])
+        words.append(f"Retrying {pick['knob']}={pick['value']}: the last measurement may have been noise.")
+        return self._submit(words, [(knobs, self.focus, pick["knob"], str(pick["value"]))])
+
+    def _submit(self, words: list[str], chosen: list[tuple[Knobs, str, str, str]], why: str = "") -> AgentStep:
+        calls = []
+        for knobs, layer, knob, value in chosen:
+            self.calls += 1
+            call_id = f"offline-{self.calls}"
+            change = f"{knob}={value}" if value else knob  # several changes name their own values
+            title = f"{layer}: {change}" if knob else "first port"
+            how = why or f"greedy search in the {layer} layer"
+            args: dict[str, Any] = {"source": render(knobs), "title": title,
+                                    "notes": f"{how}; setting {knobs.slug()}"}
+            if self.has_leader and not self.foreign_parent:
+                args["parent"] = "leader"
+            self.pending[call_id] = {"knobs": knobs.to_dict(), "slug": knobs.slug(), "layer": layer,
+                                     "knob": knob, "value": value}
+            calls.append(ToolCall(SUBMIT_CANDIDATE, args, call_id))
+        if self.settings.board:  # what the others concluded meanwhile, for the next choice
+            self.calls += 1
+            calls.append(ToolCall(READ_BOARD, {"others_only": True}, f"offline-{self.calls}"))
+        return AgentStep(" ".join(words).strip(), calls, Usage())
+
+    def _finish(self, words: list[str], reason: str) -> AgentStep:
+        self.calls += 1
+        return AgentStep(" ".join(words).strip(),
+                         [ToolCall(DECLARE_DONE, {"reason": reason}, f"offline-{self.calls}")], Usage())
+
+    # -- the measured strategy (the second version) ---------------------------------------------
+
+    def _measured_step(self, feedback: Feedback) -> AgentStep:
+        """Led by the leader's profile: it profiles each new leader, goes to the layer and knob the
+        diagnosis (and the hardware) ranks first, writes the expected gain in the notes, never
+        measures a setting twice, leaves a layer at its own plateau for the next one the
+        diagnosis ranks, and declares done only when every layer was tried from the leader."""
+        self._learn(feedback)
+        words = []
+        for m in feedback.messages:
+            before = self.focus
+            words.append(self._hear(m))
+            if m.kind == "question":
+                if self.focus != before:
+                    self.steered = True
+                    self.visited = [layer for layer in self.visited if layer != self.focus]
+                if names_a_bottleneck(m.text) and self.has_leader:
+                    self.need_profile = True
+                    words.append("Your question names a bottleneck: I profile the leader first.")
+        if not self.started:
+            self.started = True
+            knobs = knobs_from_mapping(self.best)
+            words.append(f"I start from a straightforward port ({self.settings.start}); its profile will say "
+                         "which layer to change first.")
+            return self._submit(words, [(knobs, "start", "", "")], "the first port: measured before any choice")
+        if self.need_profile and self.has_leader:
+            self.need_profile = False
+            self.calls += 1
+            words.append("I profile the leader before choosing what to change.")
+            return AgentStep(" ".join(words).strip(), [ToolCall(PROFILE, {}, f"offline-{self.calls}")], Usage())
+        if self.settings.board and not feedback.messages:
+            followed = self._follow_board()
+            if followed:
+                words.append(followed)
+        adopt = [] if feedback.messages else self._board_adoptions()
+        if adopt:
+            chosen = adopt[: self.settings.batch]
+            words.append("From the board, on my leader: " + "; ".join(f"{k}={v}" if v else k for _, _, k, v in chosen))
+            return self._submit(words, chosen, "measured: worked in another agent's lineage (the board)")
+        fresh = self._ordered_untried(self.focus)
+        if not fresh or self.since_gain >= self.settings.patience:
+            if self.focus not in self.visited:
+                self.visited.append(self.focus)
+            target, why = self._next_layer()
+            if target is None and self.declared:
+                # resumed without a question after it declared: only what was never measured is left
+                self.visited = []
+                target, why = self._next_layer()
+            if target is None:
+                if self.declared:
+                    reason = ("Every neighbour of the leader in every layer is measured already (the record "
+                              f"holds {len(self.tried)} settings); I do not measure a setting twice.")
+                else:
+                    reason = (f"I have tried every layer from the current leader ({', '.join(self.visited)}) "
+                              f"without a gain; the profile says: {self.diagnosis or 'no profile'}.")
+                self.declared = True
+                words.append(reason)
+                return self._finish(words, reason)
+            before = self.focus
+            self.focus, self.since_gain, self.steered = target, 0, False
+            self.moves.append({"text": "", "from": before, "to": target, "why": f"measured: {why}"})
+            words.append(f"My {before} search has stalled; the diagnosis ranks {target} next ({why}).")
+            fresh = self._ordered_untried(self.focus)
+        self.declared = False
+        chosen = fresh[: self.settings.batch]
+        _, layer, knob, value = chosen[0]
+        why = self._expectation(layer, knob, value)
+        words.append(f"Next in {self.focus}: " + "; ".join(f"{k}={v}" for _, _, k, v in chosen) + ".")
+        return self._submit(words, chosen, why)
+
+    def _after_profile(self) -> str:
+        """Right after a profile: unless a question chose the focus, go to the layer the diagnosis
+        ranks first among those with an untried neighbour; returns the words that say so."""
+        if self.steered:
+            return ""
+        for layer, why in self._ranked_layers():
+            if layer in self.visited or not self._untried_neighbours(layer):
+                continue
+            if layer != self.focus:
+                self.moves.append({"text": "", "from": self.focus, "to": layer, "why": f"measured: {why}"})
+                self.focus, self.since_gain = layer, 0
+            return why
+        return ""
+
+    def _is_hopper(self) -> bool:
+        return self.arch.startswith("sm_90")
+
+    def _ranked_layers(self) -> list[tuple[str, str]]:
+        """The layers in the order the diagnosis and the hardware rank them: the findings' layers,
+        most at stake first (on sm_90 without the warpgroup MMA the math layer leads), then the
+        layers it explored least."""
+        out: list[tuple[str, str]] = []
+        if self._is_hopper() and self.best.get("mma") != "wgmma":
+            out.append(("math", f"{self.arch}: Hopper's warpgroup MMA (mma=wgmma) is unused"))
+        for f in self.findings:
+            layer = str(f.get("layer", ""))
+            if layer in LAYERS and layer not in [x for x, _ in out]:
+                out.append((layer, f"{f.get('code')}: {f.get('message')}"))
+        rest = sorted((x for x in LAYERS if x not in [y for y, _ in out]),
+                      key=lambda x: (self.layer_evals[x], LAYERS.index(x)))
+        out.extend((x, f"no finding points at it; explored {self.layer_evals[x]} times") for x in rest)
+        return out
+
+    def _next_layer(self) -> tuple[str | None, str]:
+        for layer, why in self._ranked_layers():
+            if layer not in self.visited and self._untried_neighbours(layer):
+                return layer, why
+        return None, ""
+
+    def _ordered_untried(self, layer: str) -> list[tuple[Knobs, str, str, str]]:
+        """The layer's unmeasured neighbours, the settings the findings name first."""
+        wanted = [(str(f.get("knob")), str(f.get("value")).lower()) for f in self.findings
+                  if f.get("layer") == layer and f.get("value")]
+        if self._is_hopper() and self.best.get("mma") != "wgmma":
+            wanted.insert(0, ("mma", "wgmma"))
+
+        def rank(t: tuple[Knobs, str, str, str]) -> int:
+            return next((i for i, w in enumerate(wanted) if w == (t[2], t[3].lower())), len(wanted))
+
+        return sorted(self._untried_neighbours(layer), key=rank)
+
+    def _expectation(self, layer: str, knob: str, value: str) -> str:
+        """Why this change, and the gain expected: the audit reads it in the candidate's notes."""
+        for f in self.findings:
+            if f.get("layer") == layer and f.get("knob") == knob and str(f.get("value")).lower() in ("", value.lower()):
+                return (f"measured: the leader's profile finds {f.get('code')} ({f.get('message')}); {knob}={value} "
+                        f"should {f.get('direction')}; expected gain: {f.get('expected')}")
+        if knob == "mma" and value == "wgmma" and self._is_hopper():
+            return (f"measured: {self.arch} and the leader uses warp-level mma.sync; expected gain: 1.5-2.5x on "
+                    "compute-bound calls (Hopper's warpgroup MMA)")
+        return (f"measured: the {layer} layer, ranked by the diagnosis ({self.diagnosis or 'no profile yet'}); "
+                f"expected gain: a few % at most (no finding points at {knob})")
+
+    # -- what it learns and hears -----------------------------------------------------------
+
+    def _learn(self, feedback: Feedback) -> None:
+        profiled = False
+        for r in feedback.results:
+            if r.name == READ_BOARD:
+                if r.ok:
+                    self._read_board(r.data.get("entries") or [], r.data.get("in_flight") or [])
+                continue
+            if r.name == PROFILE:
+                found = r.data.get("profile") or {} if r.ok else {}
+                self.findings = [dict(f) for f in found.get("findings") or []]
+                self.arch = str(found.get("arch") or self.arch)
+                self.diagnosis = str(found.get("diagnosis") or "")
+                self.profiled = knobs_from_mapping(self.best).slug()
+                profiled = True
+                continue
+            sent = self.pending.pop(r.call_id, None)
+            if sent is None:
+                continue
+            verdict = r.data.get("verdict") if r.ok else "refused"
+            visible = r.data.get("visible") or {}
+            speedup = visible.get("geomean_vs_baseline")
+            self.tried[sent["slug"]] = {**sent, "verdict": verdict, "speedup": speedup}
+            self.layer_evals[sent["layer"]] += 1
+            self.since_gain += 1
+            behind = (self.followed and self.best_speedup is not None
+                      and not (isinstance(speedup, (int, float)) and speedup > self.best_speedup))
+            if verdict == "leader" and not behind:  # (a session's leader slower than the parent it built on: no)
+                self.best, self.best_speedup, self.has_leader = sent["knobs"], speedup, True
+                self.foreign_parent = self.followed = False
+                self.since_gain = 0
+                self.visited, self.need_profile = [], self.settings.strategy == "measured"
+        self.pending.clear()
+        if profiled:
+            self._after_profile()
+
+    def _read_board(self, entries: list[dict[str, Any]], waiting: Sequence[dict[str, Any]] = ()) -> None:
+        """Keep what the board says: single knob changes that failed or worked, the
+        evaluations per layer, every setting measured (and its speed) or being measured."""
+        failed: list[list[str]] = []
+        worked: dict[tuple[str, str], float] = {}  # change -> its best gain over its parent
+        explored: dict[str, int] = {}
+        measured: dict[str, float] = {}
+        fastest: dict[str, Any] = {}
+        for e in entries:
+            try:
+                setting = knobs_from_mapping(e["setting"]) if isinstance(e.get("setting"), dict) else None
+            except KnobError:
+                setting = None
+            if setting is not None:
+                fine = e.get("campaign_verdict") != "discarded" and isinstance(e.get("speedup"), (int, float))
+                speed = float(e["speedup"]) if fine else 0.0
+                measured[setting.slug()] = max(measured.get(setting.slug(), 0.0), speed)
+                if e.get("campaign_verdict") == "leader" and speed > 0:  # the newest one is the campaign's leader
+                    fastest = {"knobs": setting.to_dict(), "speedup": speed, "author": str(e.get("author", "")),
+                               "candidate": e.get("candidate")}
+            knobs = e.get("knobs") or {}
+            # the board's per-category effects (app/domain/campaigns/board.py); a category
+            # the entry has no number for is left out, never counted as zero
+            gain = geomean(float(v) for v in (e.get("effects") or {}).values() if v is not None)
+            if len(knobs) == 1:
+                [(knob, value)] = knobs.items()
+                pair = [str(knob), str(value)]
+                if e.get("campaign_verdict") == "discarded":
+                    failed.append(pair)
+                elif e.get("campaign_verdict") == "leader" or (gain is not None and gain > 1.01):
+                    worked[str(knob), str(value)] = max(worked.get((str(knob), str(value)), 0.0), gain or 1.0)
+            for layer in str(e.get("layer") or "").split(","):
+                if layer in LAYERS:
+                    explored[layer] = explored.get(layer, 0) + 1
+        best_first = sorted(worked, key=lambda pair: -worked[pair])  # stable: board order among equals
+        self.board_failed, self.board_layers = failed, explored
+        self.board_measured, self.board_best = measured, fastest
+        pending = []
+        for w in waiting:
+            try:
+                if isinstance(w.get("setting"), dict):
+                    pending.append(knobs_from_mapping(w["setting"]).slug())
+            except KnobError:
+                continue
+        self.board_pending = pending
+        self.board_worked = [list(pair) for pair in best_first]
+
+    def _own_move(self) -> str:
+        """The autonomous plateau policy, among the layers that still have untried neighbours
+        here: with the board, the one the campaign explored least (its own evaluations and the
+        board's entries; adoption already brings the others' gains), else the one it explored
+        least itself."""
+        here = self.focus
+        options = {layer: len(self._untried_neighbours(layer)) for layer in LAYERS if layer != here}
+        options = {layer: n for layer, n in options.items() if n}
+        if not options:
+            return ""
+        if self.settings.board:
+            # The board brings the others' gains here already (adoptions): go where the campaign
+            # has looked least, here and elsewhere, so that its agents spread instead of herding.
+            target = min(options, key=lambda layer: (self.layer_evals[layer] + self.board_layers.get(layer, 0),
+                                                     -options[layer], LAYERS.index(layer)))
+            seen = self.layer_evals[target] + self.board_layers.get(target, 0)
+            why = f"{target} is the layer the campaign explored least ({seen} evaluations)"
+        else:
+            target = min(options, key=lambda layer: (self.layer_evals[layer], -options[layer], LAYERS.index(layer)))
+            why = f"{target} is the layer I explored least ({self.layer_evals[target]} evaluations)"
+        self.focus, self.declared, self.circled = target, False, 0
+        self.moves.append({"text": "", "from": here, "to": target, "why": f"own policy: {why}"})
+        return f"My {here} search has stalled; by my own policy I move to {target}: {why}."
+
+    def _hear(self, m: SteeringMessage) -> str:
+        """Decide where a message moves the focus; returns the agent's answer to it."""
+        before = self.focus
+        text, parent = split_parent(m.text)
+        m = SteeringMessage(m.intervention_id, m.kind, m.mode, text, m.author)
+        adopted = ""
+        if parent is not None:
+            try:
+                self.best = knobs_from_mapping(parent).to_dict()
+            except KnobError:
+                adopted = " The parent's knobs are not a valid setting; I keep my own."
+            else:
+                self.foreign_parent, self.followed = True, False
+                adopted = " I start from the parent you give me."
+        switch = _SWITCH_RE.match(m.text)
+        if switch and switch.group(1).lower() in LAYERS:
+            target = switch.group(1).lower()
+            self.focus, self.declared, self.circled = target, False, 0
+            self.moves.append({"text": m.text, "from": before, "to": target, "why": "the campaign switched me"})
+            return f"The campaign switches me from {before} to {target}." + adopted
+        return self._hear_words(m, before) + adopted
+
+    def _hear_words(self, m: SteeringMessage, before: str) -> str:
+        if m.kind != "question":
+            self.moves.append({"text": m.text, "from": before, "to": before, "why": "information"})
+            return f"Noted: \u201c{m.text[:80]}\u201d. I keep tuning {before}."
+        named = layer_mentions(m.text)
+        others = {layer: n for layer, n in named.items() if layer != before}
+        order = LAYERS[LAYERS.index(before) + 1:] + LAYERS[:LAYERS.index(before)]  # the other layers
+        if asks_what_was_not_tried(m.text):
+            pool = [layer for layer in order if layer in others] or order
+            target = min(pool, key=lambda layer: (self.layer_evals[layer], -others.get(layer, 0),
+                                                  order.index(layer)))
+            why = f"you ask what I have not tried, and I explored {target} least"
+        elif others:
+            target = max(others, key=lambda layer: (others[layer], -self.layer_evals[layer], -order.index(layer)))
+            why = f"your question is about {target}"
+        else:
+            self.moves.append({"text": m.text, "from": before, "to": before, "why": "names no other layer"})
+            return f"You ask \u201c{m.text[:80]}\u201d; I keep tuning {before}."
+        self.focus = target
+        self.declared = False
+        self.circled = 0
+        self.moves.append({"text": m.text, "from": before, "to": target, "why": why})
+        return f"Your question moves me from {before} to {target} ({why})."
+
+    def _follow_board(self) -> str:
+        """The campaign leader's setting (the board's newest leader entry, crowned by the
+        campaign judge after its re-time) becomes this agent's parent where it beats its own
+        leader by more than 1% (visible scenarios): the agents search their own layers around
+        the campaign's best kernel instead of each re-deriving it change by change."""
+        fastest = self.board_best
+        mine = self.best_speedup or 0.0
+        if not fastest or fastest["knobs"] == self.best or not fastest["speedup"] > mine * 1.01:
+            return ""
+        self.best, self.best_speedup = dict(fastest["knobs"]), float(fastest["speedup"])
+        self.foreign_parent, self.since_gain, self.declared, self.circled = True, 0, False, 0
+        self.followed = True
+        return (f"I build on {fastest['author'] or 'another agent'}'s kernel #{fastest['candidate']} "
+                f"({fastest['speedup']:.2f}x, the campaign leader) and go on in {self.focus}.")
+
+    def _known(self, setting: Knobs) -> bool:
+        """Measured here, or elsewhere in the campaign (the board), or being measured there:
+        never measured again."""
+        slug = setting.slug()
+        return slug in self.tried or slug in self.board_measured or slug in self.board_pending
+
+    def _board_adoptions(self) -> list[tuple[Knobs, str, str, str]]:
+        """The changes that led or improved elsewhere (best gain first), applied to this agent's
+        leader whatever their layer: first all of them in one setting (when there are several
+        and together they make a valid one), then each alone; only those its leader lacks, that
+        make a valid setting, and that it has not measured, so each is tried once per leader."""
+        out = []
+        stacked = knobs_from_mapping(self.best)
+        changes: list[str] = []
+        for knob, value in self.board_worked:
+            layer = KNOB_LAYER.get(knob)
+            if layer is None or str(self.best.get(knob)) == value or [knob, value] in self.board_failed:
+                continue  # (worked in one lineage but discarded in another: not adopted)
+            try:
+                setting = parse_knobs(f"{knob}={value}", knobs_from_mapping(self.best), files=False).validate()
+            except KnobError:
+                continue
+            if self._known(setting) or setting.to_dict() == self.best:
+                continue
+            out.append((setting, layer, knob, value))
+            if any(c.startswith(f"{knob}=") for c in changes):
+                continue  # one value per knob in the stack: the best gain's
+            try:  # every change that worked elsewhere at once, where they make a valid setting
+                stacked = parse_knobs(f"{knob}={value}", stacked, files=False).validate()
+                changes.append(f"{knob}={value}")
+            except KnobError:
+                pass
+        if len(changes) > 1 and not self._known(stacked):  # all at once first, then one by one
+            return [(stacked, "board", ", ".join(changes), "")]
+        return out
+
+    def _untried_neighbours(self, layer: str | None = None) -> list[tuple[Knobs, str, str, str]]:
+        """The leader's neighbours in the layer not yet measured, less the changes discarded
+        elsewhere; those that worked elsewhere first, then in the seed's order."""
+        layer = layer or self.focus
+        best = knobs_from_mapping(self.best)
+        out = []
+        for n in neighbours(best, layer):
+            if self._known(n):
+                continue
+            knob = next(k for k, v in n.to_dict().items() if v != self.best[k])
+            pair = [knob, str(getattr(n, knob))]
+            if pair in self.board_failed:
+                continue
+            out.append((n, layer, knob, pair[1]))
+        seed = self.settings.seed
+        return sorted(out, key=lambda t: ([t[2], t[3]] not in self.board_worked, _order_key(seed, t[0])))
+
+    def _layer_tried(self, layer: str) -> list[dict[str, Any]]:
+        return [t for t in self.tried.values() if t["layer"] == layer and KNOB_LAYER.get(t["knob"]) == layer]
+
+    # -- persistence ------------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"best": self.best, "best_speedup": self.best_speedup, "has_leader": self.has_leader,
+                "focus": self.focus, "tried": self.tried, "pending": self.pending,
+                "layer_evals": dict(self.layer_evals), "declared": self.declared, "circled": self.circled,
+                "calls": self.calls, "started": self.started, "moves": self.moves,
+                "board_failed": self.board_failed, "board_worked": self.board_worked,
+                "board_layers": self.board_layers,
+                "board_measured": self.board_measured, "board_best": self.board_best,
+                "board_pending": self.board_pending, "followed": self.followed,
+                "foreign_parent": self.foreign_parent,
+                "since_gain": self.since_gain, "findings": self.findings, "arch": self.arch,
+                "diagnosis": self.diagnosis, "need_profile": self.need_profile, "profiled": self.profiled,
+                "visited": self.visited, "steered": self.steered}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.best = dict(state.get("best", self.best))
+        self.best_speedup = state.get("best_speedup")
+        self.has_leader = bool(state.get("has_leader", False))
+        self.focus = str(state.get("focus", self.focus))
+        self.tried = dict(state.get("tried", {}))
+        self.pending = dict(state.get("pending", {}))
+        self.layer_evals = Counter(state.get("layer_evals", {}))
+        self.declared = bool(state.get("declared", False))
+        self.circled = int(state.get("circled", 0))
+        self.calls = int(state.get("calls", 0))
+        self.started = bool(state.get("started", False))
+        self.moves = list(state.get("moves", []))
+        self.board_failed = [list(p) for p in state.get("board_failed", [])]
+        self.board_worked = [list(p) for p in state.get("board_worked", [])]
+        self.board_layers = {str(k): int(v) for k, v in state.get("board_layers", {}).items()}
+        self.board_measured = {str(k): float(v) for k, v in state.get("board_measured", {}).items()}
+        self.board_best = dict(state.get("board_best", {}))
+        self.board_pending = [str(x) for x in state.get("board_pending", [])]
+        self.followed = bool(state.get("followed", False))
+        self.foreign_parent = bool(state.get("foreign_parent", False))
+        self.since_gain = int(state.get("since_gain", 0))
+        self.findings = [dict(f) for f in state.get("findings", [])]
+        self.arch = str(state.get("arch", ""))
+        self.diagnosis = str(state.get("diagnosis", ""))
+        self.need_profile = bool(state.get("need_profile", False))
+        self.profiled = str(state.get("profiled", ""))
+        self.visited = [str(x) for x in state.get("visited", [])]
+        self.steered = bool(state.get("steered", False))

@@ -1,0 +1,107 @@
+"""Signed cache entries (issue 47): an HMAC under a key kept in the cache folder
+(`keys/cache.key`, mode 0600) that only processes which never load a candidate read. A worker
+never receives the key, so an entry it rewrote no longer verifies. harness/trusted_cache.py
+decides what is kept; harness/peer_cache.py stores peer and baseline times this way."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from harness.caches import cache_root
+
+# The key of this process, once read: only executor-side code calls signing_key().
+_KEY: bytes | None = None
+
+
+def key_path() -> Path:
+    return cache_root() / "keys" / "cache.key"
+
+
+def signing_key() -> bytes:
+    """The machine's cache key, made on first use (32 random bytes, 0600)."""
+    global _KEY
+    if _KEY is None:
+        path = key_path()
+        try:
+            _KEY = bytes.fromhex(path.read_text().strip())
+        except (OSError, ValueError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            key = secrets.token_bytes(32)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w") as f:
+                    f.write(key.hex())
+                _KEY = key
+            except FileExistsError:  # another process made it meanwhile
+                _KEY = bytes.fromhex(path.read_text().strip())
+    return _KEY
+
+
+def _mac(entry: dict[str, Any], key: bytes) -> str:
+    return hmac.new(key, json.dumps(entry, sort_keys=True).encode(), hashlib.sha256).hexdigest()
+
+
+def sign(entry: dict[str, Any]) -> dict[str, Any]:
+    return {"entry": entry, "hmac": _mac(entry, signing_key())}
+
+
+class Rejected(ValueError):
+    """A cache file whose signature does not match: rewritten by a process without the key."""
+
+
+def verify(data: Any) -> dict[str, Any] | None:
+    """The entry of a signed record; None for what is not one; Rejected where the signature is wrong."""
+    if not isinstance(data, dict) or not isinstance(data.get("entry"), dict) or not isinstance(data.get("hmac"), str):
+        raise Rejected("not a signed entry")
+    if not hmac.compare_digest(_mac(data["entry"], signing_key()), data["hmac"]):
+        raise Rejected("signature mismatch")
+    return data["entry"]
+
+
+def read_signed(path: Path) -> dict[str, Any] | None:
+    """A verified entry, None where the file is missing or unreadable; Rejected where tampered."""
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return verify(raw)
+
+
+def entries_in(folder: Path, pattern: str, keep: Any = None) -> tuple[dict[str, dict[str, Any]], int]:
+    """Every verified entry of `folder` matching `pattern` (and `keep(entry)`), by file stem; with
+    the number of files rejected for a bad signature."""
+    found: dict[str, dict[str, Any]] = {}
+    rejected = 0
+    if not folder.is_dir():
+        return found, 0
+    for path in folder.glob(pattern):
+        try:
+            entry = read_signed(path)
+        except Rejected:
+            rejected += 1
+            continue
+        if entry is not None and (keep is None or keep(entry)):
+            found[path.stem] = entry
+    return found, rejected
+
+
+def write_signed(path: Path, entry: dict[str, Any]) -> None:
+    """Atomically; a cache that cannot be written only costs a later measurement."""
+    import tempfile
+
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(sign(entry), f)
+        os.replace(tmp, path)
+    except OSError:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)

@@ -1,0 +1,367 @@
+"""The proof of issue 50 ("An agent that measures"), run on a GPU by the lead: each arm is one
+session of the offline agent through a real server's HTTP API (`python -m app serve` on loopback,
+in a subprocess with its own data dir and an empty bank history), from the first port, with no
+gallery knowledge, on the same scenarios and evaluation budget:
+
+  autonomous   the second version (strategy measured): no message, no auto-ask; every pause is
+               resumed without a word
+  bank         the second version with the bank answering every pause (auto-ask at once)
+  greedy       today's agent (strategy greedy), every pause resumed without a word (the control)
+  greedy-bank  today's agent with the bank answering every pause (optional)
+
+Then the final leaders are evaluated one after the other in this process, with FA3, cuDNN and
+FA2 timed side by side (`harness.evaluate.evaluate_source`, peers cudnn, flash, fa3), the traces
+are exported to `--traces` (examples/agent-v2/ by default, as `python -m app trace export` writes
+them, xz-compressed), and a
+table is printed: leader x baseline, x FA3, x cuDNN, x FA2, and the evaluations it took to reach
+that leader. `summary.json` in `--out` keeps the same.
+
+On a GPU machine (one arm per device call fits ten minutes, `--deadline-s` leaves the session to
+be continued with `--resume` in the next call when `--out` is kept between calls, e.g. an ignored
+folder of the working tree; `--final` then evaluates the saved leaders side by side and prints the
+table):
+
+    PYTHONPATH=. python3 scripts/agent_v2_proof.py --out $OUT/v2 --arms autonomous \
+        --filter category=prefill --evaluations 40 --deadline-s 540
+    PYTHONPATH=. python3 scripts/agent_v2_proof.py --out $OUT/v2 --arms bank ...
+    PYTHONPATH=. python3 scripts/agent_v2_proof.py --out $OUT/v2 --arms greedy ...
+    PYTHONPATH=. python3 scripts/agent_v2_proof.py --out $OUT/v2 --final
+
+On a host with several GPUs the three arms run at once, one GPU each (`--gpus 0,1,2`); the final
+side-by-side evaluation of the leaders then runs on one GPU, so every ratio in the table is a
+same-card ratio.
+
+`--cpu-standin` runs the same machinery without a GPU: the server's evaluator is the synthetic
+H100 of tests/family_model.py (real rendered kernels, made-up speeds, real profiles of synthetic
+reports); its numbers prove that the machinery runs end to end, they are not a result, and the
+output says so. `--serve-standin` is that server (what `--cpu-standin` starts in a subprocess).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+ARMS: dict[str, dict[str, Any]] = {
+    "autonomous": {"strategy": "measured", "auto_ask": False},
+    "bank": {"strategy": "measured", "auto_ask": True},
+    "greedy": {"strategy": "greedy", "auto_ask": False},
+    "greedy-bank": {"strategy": "greedy", "auto_ask": True},
+}
+STANDIN_LABEL = ("CPU STAND-IN: every evaluation was answered by the synthetic H100 of tests/family_model.py, "
+                 "not timed on a GPU. This proves the machinery runs end to end; it is NOT a result.")
+FINAL_STATES = ("done", "stopped", "failed")
+# The paused agent has nothing left to measure when it pauses this often with no evaluation between.
+IDLE_PAUSES = 3
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve_standin(port: int, data_dir: Path) -> None:
+    """The real server (app/faces/web/app.py) with the synthetic H100 as its evaluator and a
+    device queue that believes in a GPU; nothing else is replaced."""
+    import uvicorn
+
+    from app.faces.web.app import create_app
+    from app.services.devices import DeviceQueue
+    from app.settings import Settings
+    from tests.family_model import SyntheticEvaluator
+
+    # no embedding model warming up beside the sessions (keyword search is enough here)
+    settings = Settings(data_dir=data_dir, port=port, log_level="warning", bank_semantic_search=False)
+    app = create_app(settings, devices=DeviceQueue(poll_s=0.2, gpu_probe=lambda: True),
+                     evaluator=SyntheticEvaluator(hopper=True))
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+class Server:
+    """A server in its own process on a free loopback port, its log in a file."""
+
+    def __init__(self, data_dir: Path, standin: bool, gpu: str | None = None) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir = data_dir
+        self.log = (data_dir / "server.log").open("w")
+        cmd = ([sys.executable, str(Path(__file__).resolve()), "--serve-standin", "--port", str(self.port),
+                "--data-dir", str(data_dir)] if standin else
+               [sys.executable, "-m", "app", "serve", "--port", str(self.port), "--data-dir", str(data_dir)])
+        env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               # no embedding model warming up beside nvcc: search as a person types is not used here
+               "SOCRATIC_GPU_POLL_S": "1", "SOCRATIC_BANK_SEMANTIC_SEARCH": "false",
+               **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {})}
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if httpx.get(f"{self.base}/api/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.close()
+                raise RuntimeError("the server did not start: " + (data_dir / "server.log").read_text()[-2000:])
+            time.sleep(0.3)
+        self.http = httpx.Client(base_url=self.base, timeout=60)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.log.close()
+
+
+def run_arm(arm: str, args: argparse.Namespace, out: Path, gpu: str | None = None) -> dict[str, Any]:
+    """One session of `arm` through the HTTP API until its evaluation budget, its deadline, or an
+    agent with nothing left to measure; returns what the table needs, and the trace's path."""
+    spec = ARMS[arm]
+    data_dir = out / arm / "data"
+    existing = (data_dir / "socratic.db").exists()
+    if existing and not args.resume:
+        raise SystemExit(f"{data_dir} holds an earlier run of {arm}: pass --resume to go on with it, or another --out")
+    server = Server(data_dir, args.cpu_standin, gpu)
+    t0 = time.monotonic()
+    try:
+        http = server.http
+        title = f"agent v2 proof: {arm} (seed {args.seed})"
+        earlier = [s for s in http.get("/api/sessions").json() if s["title"] == title] if existing else []
+        if earlier:  # a run a deadline (the end of a device call) interrupted: resumed where it stopped
+            sid = earlier[0]["id"]
+            if earlier[0]["status"] in ("interrupted", "paused", "created"):
+                http.post(f"/api/sessions/{sid}/resume" if earlier[0]["status"] != "created"
+                          else f"/api/sessions/{sid}/start", json={"author": "proof"})
+        else:
+            body = {"title": title, "agent": "offline",
+                    "agent_config": {"seed": args.seed, "strategy": spec["strategy"], "start": "first-port"},
+                    "suite_filter": args.filter, "start": False,
+                    "thresholds": {"plateau_window": args.plateau_window, "suspicious_jump": 50.0}}
+            r = http.post("/api/sessions", json=body)
+            r.raise_for_status()
+            sid = r.json()["id"]
+            if spec["auto_ask"]:
+                http.put(f"/api/sessions/{sid}/auto-ask",
+                         json={"mode": "at_once", "max_in_a_row": 20}).raise_for_status()
+            http.post(f"/api/sessions/{sid}/start").raise_for_status()
+        why = drive(http, sid, spec["auto_ask"], args, t0)
+        if not why.startswith("deadline"):  # at a deadline the session is left to be resumed (--resume)
+            http.post(f"/api/sessions/{sid}/stop", json={"author": "proof"})
+        state = http.get(f"/api/sessions/{sid}").json()
+        cands = http.get(f"/api/sessions/{sid}/candidates").json()
+        leader = state.get("leader_number")
+        source = http.get(f"/api/sessions/{sid}/candidates/{leader}").json()["source"] if leader else ""
+        profile = http.get(f"/api/sessions/{sid}/candidates/{leader}/profile").json() if leader else {}
+    finally:
+        server.close()
+    (out / arm).mkdir(parents=True, exist_ok=True)
+    leader_path = out / arm / "leader.cu"
+    leader_path.write_text(source)
+    trace = export_trace(sid, data_dir, Path(args.traces), arm, args.cpu_standin)
+    history = [(c["number"], c.get("speedup")) for c in cands if c.get("verdict") == "leader"]
+    result = {"arm": arm, "strategy": spec["strategy"], "auto_ask": spec["auto_ask"], "session": sid,
+              "evaluations": state.get("evaluations"), "stopped_because": why,
+              "leader": leader, "leader_speedup": state.get("leader_speedup"), "leaders": history,
+              "evaluations_to_leader": leader, "leader_source": str(leader_path),
+              "diagnosis": profile.get("diagnosis", ""), "findings": [f["code"] for f in profile.get("findings", [])],
+              "trace": str(trace), "seconds": round(time.monotonic() - t0, 1)}
+    (out / arm / "result.json").write_text(json.dumps(result, indent=1))
+    print(f"[{arm}] {result['evaluations']} evaluations, leader #{leader} {result['leader_speedup'] or 0:.2f}x "
+          f"baseline ({why}; {result['seconds']} s); diagnosis: {result['diagnosis']}", flush=True)
+    return result
+
+
+def drive(http: httpx.Client, sid: int, auto_ask: bool, args: argparse.Namespace, t0: float) -> str:
+    """Poll the session; resume each pause without a word (the bank answers its own pauses in the
+    auto-ask arms; a pause it leaves unanswered is resumed after a grace period)."""
+    paused_since: float | None = None
+    idle_pauses, last_evals = 0, -1
+    while True:
+        s = http.get(f"/api/sessions/{sid}").json()
+        if s["evaluations"] >= args.evaluations:
+            return f"budget of {args.evaluations} evaluations"
+        if s["status"] in FINAL_STATES:
+            return f"session {s['status']}: {s.get('detail', '')}"
+        if time.monotonic() - t0 > args.deadline_s:
+            return f"deadline of {args.deadline_s:g} s"
+        if s["status"] == "paused":
+            paused_since = paused_since or time.monotonic()
+            grace = args.bank_grace_s if auto_ask else 0.0
+            if time.monotonic() - paused_since >= grace:
+                if s["evaluations"] == last_evals:
+                    idle_pauses += 1
+                    if idle_pauses >= IDLE_PAUSES:
+                        return "the agent has nothing left to measure"
+                else:
+                    idle_pauses, last_evals = 0, s["evaluations"]
+                http.post(f"/api/sessions/{sid}/resume", json={"author": "proof"})
+                paused_since = None
+        else:
+            paused_since = None
+        time.sleep(args.poll_s)
+
+
+def export_trace(sid: int, data_dir: Path, traces: Path, arm: str, standin: bool) -> Path:
+    """`python -m app trace export SID -o TRACE.jsonl.xz` (its own code, in this process: the
+    server has stopped), xz-compressed like examples/campaigns/."""
+    from app.domain.audit.trace_io import export_session, trace_bytes
+    from app.settings import Settings
+    from app.store.database import open_database
+
+    traces.mkdir(parents=True, exist_ok=True)
+    target = traces / f"{'cpu-standin-' if standin else ''}{arm}.jsonl.xz"
+    database = open_database(Settings(data_dir=data_dir))
+    try:
+        with database.session() as db:
+            text = export_session(db, sid)
+    finally:
+        database.dispose()
+    target.write_bytes(trace_bytes(text, target.name))
+    return target
+
+
+def final_table(results: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every arm's leader evaluated again, one after the other, with the peers timed side by side."""
+    from harness.attention.suite import default_suite
+    from harness.suite import select
+
+    scenarios = select(default_suite(), "all", args.filter)
+    rows = []
+    for r in results:
+        source = Path(r["leader_source"])
+        if not source.read_text().strip():
+            rows.append({**r, "card": "-", "x_baseline": None, "x_fa3": None, "x_cudnn": None, "x_fa2": None})
+            continue
+        report = evaluate_leader(source, scenarios, args.cpu_standin)
+        summary = report.summary("all")
+        rows.append({**r, "card": report.gpu, "passed": f"{summary.passed}/{summary.scenarios}",
+                     "x_baseline": summary.vs_baseline, "x_fa3": summary.vs_peers.get("fa3"),
+                     "x_cudnn": summary.vs_peers.get("cudnn"), "x_fa2": summary.vs_peers.get("flash")})
+    return rows
+
+
+def evaluate_leader(source: Path, scenarios: list[Any], standin: bool) -> Any:
+    if standin:
+        import threading
+
+        from app.services.evaluation import Implementation
+        from harness.settings import EvalSettings
+        from kernels.attention.family import default_knobs, render
+        from tests.family_model import fake_evaluate
+
+        with tempfile.TemporaryDirectory() as tmp:  # the baseline has no knobs: speed 1
+            base = Path(tmp) / "baseline.cu"
+            base.write_text((ROOT / "kernels" / "attention" / "baseline.cu").read_text())
+            assert default_knobs() and render  # the family is importable here
+            return fake_evaluate(Implementation("cuda", str(source), source.name),
+                                 Implementation("cuda", str(base), "baseline"), scenarios, EvalSettings(),
+                                 None, threading.Event(), hopper=True)
+    from harness.evaluate import evaluate_source
+    from harness.settings import EvalSettings
+
+    return evaluate_source(source, scenarios, settings=EvalSettings(peers=("cudnn", "flash", "fa3")))
+
+
+def fmt(v: Any, spec: str = ".3f") -> str:
+    return "-" if v is None else f"{v:{spec}}"
+
+
+def print_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    lines = []
+    if args.cpu_standin:
+        lines.append(STANDIN_LABEL)
+    lines.append(f"filter {args.filter}, budget {args.evaluations} evaluations, seed {args.seed}")
+    lines.append("| arm | card | evaluations | leader # (evaluations to reach it) | x baseline | x FA3 | x cuDNN | "
+                 "x FA2 | stopped because |")
+    lines.append("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        lines.append(f"| {r['arm']} | {r.get('card', '-')} | {r['evaluations']} | {r['leader'] or '-'} | "
+                     f"{fmt(r.get('x_baseline'), '.2f')} | {fmt(r.get('x_fa3'))} | {fmt(r.get('x_cudnn'))} | "
+                     f"{fmt(r.get('x_fa2'))} | {r['stopped_because']} |")
+    for r in rows:
+        lines.append(f"{r['arm']}: leaders {r['leaders']}; last diagnosis: {r['diagnosis']}")
+    text = "\n".join(lines)
+    print(text, flush=True)
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, default=Path("/tmp/agent-v2"), help="results, data dirs, summary.json")
+    p.add_argument("--arms", default="autonomous,bank,greedy", help=f"comma-separated: {', '.join(ARMS)}")
+    p.add_argument("--filter", default="category=prefill", help="the sessions' scenarios (a harness --filter)")
+    p.add_argument("--evaluations", type=int, default=40)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--plateau-window", type=int, default=4)
+    p.add_argument("--deadline-s", type=float, default=540.0, help="stop an arm after this long")
+    p.add_argument("--bank-grace-s", type=float, default=5.0,
+                   help="auto-ask arms: a pause the bank leaves unanswered this long is resumed without a word")
+    p.add_argument("--poll-s", type=float, default=0.5)
+    p.add_argument("--traces", default=str(ROOT / "examples" / "agent-v2"))
+    p.add_argument("--resume", action="store_true",
+                   help="go on with an arm a deadline stopped (its data dir under --out is kept between calls)")
+    p.add_argument("--gpus", help="run the arms at once, one per GPU of this host (CUDA_VISIBLE_DEVICES of each "
+                                  "arm's server), e.g. 0,1,2; default: one arm after the other on this GPU")
+    p.add_argument("--final", action="store_true", help="only the side-by-side evaluation of the saved leaders")
+    p.add_argument("--no-final", action="store_true", help="run the arms, skip the side-by-side evaluation")
+    p.add_argument("--cpu-standin", action="store_true", help="the synthetic H100 of tests/family_model.py")
+    p.add_argument("--serve-standin", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--data-dir", type=Path, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.serve_standin:
+        serve_standin(args.port, args.data_dir)
+        return 0
+    arms = [a for a in args.arms.split(",") if a]
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown:
+        p.error(f"unknown arm(s) {unknown}; arms are {', '.join(ARMS)}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    if not args.final:
+        gpus = [g for g in (args.gpus or "").split(",") if g]
+        if gpus:  # one arm per GPU of this host, at the same time (each server sees only its GPU)
+            if len(gpus) < len(arms):
+                p.error(f"--gpus names {len(gpus)} GPU(s) for {len(arms)} arms")
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(len(arms)) as pool:
+                started = [pool.submit(run_arm, arm, args, args.out, gpu)
+                           for arm, gpu in zip(arms, gpus[:len(arms)], strict=True)]
+                for done in started:
+                    done.result()
+        else:
+            for arm in arms:
+                run_arm(arm, args, args.out)
+    if args.no_final:
+        return 0
+    results = [json.loads(f.read_text()) for f in sorted(args.out.glob("*/result.json"))
+               if f.parent.name in ARMS]
+    results.sort(key=lambda r: list(ARMS).index(r["arm"]))
+    rows = final_table(results, args)
+    table = print_table(rows, args)
+    (args.out / "summary.json").write_text(json.dumps({"standin": args.cpu_standin, "rows": rows, "table": table},
+                                                      indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Specifications of the harness (harness/), one file per module or subject."""

@@ -1,0 +1,189 @@
+"""Profiles (harness/profile.py): the numbers, the bound, the findings and the diagnosis from a
+hand-built report, and `python -m harness profile` on a python-cpu candidate and on a report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.profile import (
+    COMPUTE,
+    MEMORY,
+    Profile,
+    parse_ncu_csv,
+    profile_report,
+    render_profile,
+)
+from harness.report import FAIL, PASS, CompileInfo, EvaluationReport, ScenarioResult
+from kernels.attention.family import KNOB_LAYER, KNOB_SPACE
+from tests.conftest import ROOT
+
+MATRIX, COPY = 800.0, 4000.0  # TFLOP/s and GB/s the harness "measured"
+HMMA_ONLY = {"HMMA": 512, "LDSM": 64, "total": 4000}
+
+
+def row(name: str, category: str, *, flops: float, nbytes: float, ms: float, hidden: bool = False,
+        status: str = PASS) -> ScenarioResult:
+    return ScenarioResult(name, category, hidden, status, flops=int(flops), bytes=int(nbytes), time_ms=ms,
+                          tflops=flops / (ms * 1e-3) / 1e12, gbps=nbytes / (ms * 1e-3) / 1e9,
+                          speedup_vs_baseline=2.0)
+
+
+def report(sass: dict[str, int] | None = HMMA_ONLY, spills: int = 0, causal_tflops: float = 300.0) -> EvaluationReport:
+    # prefill: 1 TFLOP over 0.1 GB (intensity 10000 >> ridge 200): compute-bound; 328 TFLOP/s = 41%
+    full = row("prefill-d128-s8192-b2-h16-full", "prefill", flops=1e12, nbytes=1e8, ms=1e3 / 328)
+    causal = row("prefill-d128-s8192-b2-h16-causal", "prefill", flops=5e11, nbytes=1e8, ms=5e2 / causal_tflops)
+    # decode: 1 GFLOP over 100 MB (intensity 10 < ridge): memory-bound; 1000 GB/s = 25%
+    decode = row("decode-d128-b8-k8192", "decode", flops=1e9, nbytes=1e8, ms=0.1)
+    hidden = row("decode-secret-shape", "decode", flops=1e9, nbytes=1e8, ms=0.1, hidden=True)
+    resources = [{"name": "attn_kernel", "arch": "sm_90a", "registers": 255, "shared_bytes": 0,
+                  "spill_store_bytes": spills, "spill_load_bytes": spills,
+                  **({"sass": sass} if sass is not None else {})}]
+    return EvaluationReport("k.cu", "baseline.cu", "NVIDIA H100 80GB HBM3", "all", [full, causal, decode, hidden],
+                            CompileInfo(ok=True, resources=resources),
+                            settings={"device_info": {"name": "H100", "capability": "9.0",
+                                                      "matrix_tflops": MATRIX, "copy_gbps": COPY}})
+
+
+def test_shares_of_the_measured_roofline_and_the_bound_per_scenario_and_category() -> None:
+    p = profile_report(report())
+    by_name = {s.scenario: s for s in p.scenarios}
+    full = by_name["prefill-d128-s8192-b2-h16-full"]
+    assert full.bound == COMPUTE and full.tensor_pct == pytest.approx(41.0, abs=0.01)
+    decode = by_name["decode-d128-b8-k8192"]
+    assert decode.bound == MEMORY and decode.bandwidth_pct == pytest.approx(25.0, abs=0.01)
+    cats = {c.category: c for c in p.categories}
+    assert cats["prefill"].bound == COMPUTE and cats["decode"].bound == MEMORY
+    assert cats["decode"].scenarios == 2 and cats["decode"].roofline_pct == pytest.approx(25.0, abs=0.01)
+    assert p.arch == "sm_90a" and p.matrix_tflops == MATRIX
+
+
+def test_hopper_without_hgmma_is_diagnosed_first_and_points_at_the_math_layers_wgmma() -> None:
+    p = profile_report(report())
+    top = p.findings[0]
+    assert top.code == "no_wgmma_on_hopper"
+    assert (top.layer, top.knob, top.value) == ("math", "mma", "wgmma")
+    assert "compute-bound on prefill at" in p.diagnosis and "no HGMMA on sm_90a" in p.diagnosis
+    codes = [f.code for f in p.findings]
+    assert "decode_far_from_bandwidth" in codes
+    decode = next(f for f in p.findings if f.code == "decode_far_from_bandwidth")
+    assert (decode.layer, decode.knob) == ("scheduling", "split_kv")
+
+
+def test_hgmma_without_tma_points_at_the_memory_layers_copy_engine_and_not_at_wgmma() -> None:
+    codes = {f.code: f for f in profile_report(report(sass={"HGMMA": 64, "LDGSTS": 40, "total": 900})).findings}
+    assert "no_wgmma_on_hopper" not in codes
+    assert (codes["no_tma_on_hopper"].layer, codes["no_tma_on_hopper"].knob) == ("memory", "wg_load")
+    assert "no_tma_on_hopper" not in {f.code for f in profile_report(
+        report(sass={"HGMMA": 64, "UTMALDG": 8, "total": 900})).findings}
+
+
+def test_no_matrix_instruction_at_all_is_no_tensor_cores() -> None:
+    assert profile_report(report(sass={"FFMA": 900, "total": 1000})).findings[0].code == "no_tensor_cores"
+
+
+def test_causal_prefill_at_half_the_full_rate_is_a_causal_kernel_that_skips_nothing() -> None:
+    codes = {f.code: f for f in profile_report(report(causal_tflops=160.0)).findings}
+    assert (codes["causal_no_skip"].layer, codes["causal_no_skip"].knob, codes["causal_no_skip"].value) == \
+        ("masking", "causal_skip", "true")
+    assert "causal_no_skip" not in {f.code for f in profile_report(report(causal_tflops=300.0)).findings}
+
+
+def test_spills_are_a_finding_with_the_registers() -> None:
+    f = next(f for f in profile_report(report(spills=128)).findings if f.code == "spills")
+    assert "255 registers" in f.message and f.layer == "tiling"
+
+
+def test_without_a_sass_mix_the_tensor_core_findings_are_not_guessed_and_a_note_says_so() -> None:
+    p = profile_report(report(sass=None))
+    assert not {"no_wgmma_on_hopper", "no_tensor_cores", "no_tma_on_hopper"} & {f.code for f in p.findings}
+    assert any("no SASS mix" in n for n in p.notes)
+
+
+def test_every_finding_names_a_layer_and_knob_of_the_family() -> None:
+    reports = [report(), report(sass={"HGMMA": 1, "total": 9}), report(sass={"total": 9}, spills=8,
+                                                                          causal_tflops=100.0)]
+    ncu = {"prefill": {"scenario": "x", "metrics": {"L2 Hit Rate": 60.0}}}
+    seen = set()
+    for r in reports:
+        for f in profile_report(r, ncu=ncu).findings:
+            seen.add(f.code)
+            assert f.layer in KNOB_SPACE and KNOB_LAYER[f.knob] == f.layer, f
+    assert {"no_wgmma_on_hopper", "no_tma_on_hopper", "no_tensor_cores", "spills", "causal_no_skip",
+            "decode_far_from_bandwidth", "low_l2_hit_rate"} <= seen
+
+
+def test_the_visible_profile_names_no_hidden_scenario_but_counts_it() -> None:
+    p = profile_report(report(), ncu={"decode": {"scenario": "decode-secret-shape", "metrics": {}}})
+    shown = p.visible()
+    text = json.dumps(shown.to_dict()) + render_profile(shown)
+    assert "decode-secret-shape" not in text
+    assert next(c for c in shown.categories if c.category == "decode").scenarios == 2
+    assert any("1 hidden scenario" in n for n in shown.notes)
+
+
+def test_a_profile_round_trips_through_json_and_failed_scenarios_have_no_rate() -> None:
+    r = report()
+    r.scenarios[0].status = FAIL
+    p = profile_report(r)
+    assert p.scenarios[0].tflops is None and p.scenarios[0].bound == COMPUTE
+    again = Profile.from_dict(json.loads(json.dumps(p.to_dict())))
+    assert again.to_dict() == p.to_dict()
+
+
+def test_nsight_compute_details_csv_is_read_into_metrics() -> None:
+    text = ('"ID","Kernel Name","Section Name","Metric Name","Metric Unit","Metric Value"\n'
+            '"0","attn","Memory Workload Analysis","L2 Hit Rate","%","71.52"\n'
+            '"0","attn","GPU Speed Of Light Throughput","Duration","us","1,204.35"\n')
+    metrics = parse_ncu_csv(text)
+    assert metrics["L2 Hit Rate"] == pytest.approx(71.52) and metrics["Duration"] == pytest.approx(1204.35)
+    p = profile_report(report(), ncu={"prefill": {"scenario": "s", "metrics": metrics}})
+    assert "low_l2_hit_rate" in {f.code for f in p.findings}
+
+
+def harness_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
+
+
+def test_profile_command_reads_a_report_and_writes_the_profile_json(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    path.write_text(report(causal_tflops=328.0).to_json())
+    out = harness_cli("profile", str(path), "--json", str(tmp_path / "p.json"))
+    assert out.returncode == 0, out.stderr
+    assert "diagnosis: compute-bound on prefill at 41% of the tensor-core roofline" in out.stdout
+    assert "no_wgmma_on_hopper" in out.stdout and "math layer, mma=wgmma" in out.stdout
+    saved = json.loads((tmp_path / "p.json").read_text())
+    assert saved["findings"][0]["code"] == "no_wgmma_on_hopper"
+
+
+def test_profile_command_evaluates_a_python_cpu_candidate_through_the_executor(tmp_path: Path) -> None:
+    out = harness_cli("profile", "tests.cpu_kernels:correct_5ms", "--baseline", "tests.cpu_kernels:correct_10ms",
+                      "--json", str(tmp_path / "p.json"))
+    assert out.returncode == 0, out.stderr
+    saved = json.loads((tmp_path / "p.json").read_text())
+    assert [s["scenario"] for s in saved["scenarios"]] == ["cpu-causal-d64", "cpu-full-ragged"]
+    assert all(s["time_ms"] and s["time_ms"] > 0 for s in saved["scenarios"])
+    assert "no roofline rates" in saved["diagnosis"]
+
+
+def test_an_evaluation_attaches_each_kernels_sass_mix_to_its_resources(monkeypatch: pytest.MonkeyPatch) -> None:
+    """harness/evaluate.py reads cuobjdump's mix beside the run and files it per kernel (by the
+    mangled name ptxas and cuobjdump share); without cuobjdump nothing is attached."""
+    import harness.resources as resources
+    from harness.evaluate import SassReader
+
+    monkeypatch.setattr(resources, "cuobjdump_path", lambda: "/usr/bin/cuobjdump")
+    monkeypatch.setattr(resources, "instruction_mix",
+                        lambda library: ({"_Z4attnv": {"HGMMA": 48, "UTMALDG": 6, "total": 900}}, ""))
+    kernels: list[dict[str, object]] = [{"name": "_Z4attnv", "registers": 168}, {"name": "_Z7combinev"}]
+    SassReader(Path("/nowhere/lib.so")).attach(kernels)
+    assert kernels[0]["sass"] == {"HGMMA": 48, "UTMALDG": 6, "total": 900} and "sass" not in kernels[1]
+    monkeypatch.setattr(resources, "cuobjdump_path", lambda: None)
+    bare: list[dict[str, object]] = [{"name": "_Z4attnv"}]
+    SassReader(Path("/nowhere/lib.so")).attach(bare)
+    assert "sass" not in bare[0]
