@@ -372,32 +372,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("eval", help="verify and time a kernel over the suite")
     p.add_argument("kernel", help="the candidate .cu file")
-    p.add_argument("--baseline", help="kernel to compare against (default: the problem's baseline)")
-    suite_args(p)
+    eval_args(p)
     p.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
-    p.add_argument("--trials", type=int, default=2, help="correctness trials (default 2)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--budget-ms", type=float, default=TimingSettings().budget_ms,
-                   help="device time per implementation per scenario for timing "
-                        f"(default {TimingSettings().budget_ms:g})")
-    p.add_argument("--timeout", type=float, default=120.0,
-                   help="seconds one scenario may take before it counts as a hang (default 120)")
-    p.add_argument("--no-peers", action="store_true",
-                   help="do not time the peers (torch SDPA cuDNN and flash, FA3 where fa3-fwd loads)")
-    p.add_argument("--peer-cache", metavar="DIR",
-                   help="reuse peer times an earlier evaluation measured on this GPU (kept in DIR); the "
-                        "report marks those ratios as cached. Default: every peer timed side by side")
-    p.add_argument("--peer-cache-hours", type=float, default=24.0,
-                   help="how old a cached peer time may be (default 24)")
-    p.add_argument("--time-baseline", action="store_true",
-                   help="time the naive baseline in this evaluation instead of taking its time from the "
-                        "baseline cache (kept per GPU, software, scenario and baseline library)")
-    p.add_argument("--correctness-only", action="store_true",
-                   help="verify every scenario but time nothing")
-    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help=argparse.SUPPRESS)
-    p.add_argument("--cluster", metavar="ADDRESS", default=os.environ.get("SOCRATIC_CLUSTER") or None,
-                   help="evaluate on the Dask cluster at ADDRESS (tcp://host:8786), sharded over its GPUs "
-                        "(default: $SOCRATIC_CLUSTER, else this machine)")
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import trusted_cache
+from harness import signed_entries, trusted_cache
 from harness.job import KernelSpec, WorkerJob
 from harness.peer_cache import DEVICE_KEYS, PeerCache
 from harness.report import PASS, PeerResult, ScenarioResult
@@ -25,7 +25,7 @@ DEVICE = {"name": "H100", "capability": "9.0", "sm_count": 132, "torch": "2.11",
 @pytest.fixture(autouse=True)
 def own_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SOCRATIC_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(trusted_cache, "_KEY", None)
+    monkeypatch.setattr(signed_entries, "_KEY", None)
 
 
 def job(tmp_path: Path, **opts: object) -> WorkerJob:
