@@ -19,14 +19,19 @@ def suite_evaluation(db: Session, candidate_id: int) -> Evaluation | None:
                    .order_by(col(Evaluation.id).desc())).first()
 
 
-def evaluation_profile(db: Session, evaluation: Evaluation, *, store: bool = True) -> Profile:
+def evaluation_profile(db: Session, evaluation: Evaluation, *, store: bool = True) -> Profile | None:
     """The evaluation's profile: the stored one when its schema is current, else computed from
-    the report and (with `store`) kept in the caller's transaction (a unit of work commits it)."""
+    the report and (with `store`) kept in the caller's transaction (a unit of work commits it).
+    None for a report that is not one the harness writes (an imported trace may hold anything):
+    every reader (page, route, tool, the bank) shows no profile rather than failing."""
     assert evaluation.id is not None
     row = db.get(EvaluationProfile, evaluation.id)
     if row is not None and row.schema_version == PROFILE_SCHEMA:
         return Profile.from_dict(row.profile)
-    profile = profile_report(EvaluationReport.from_dict(evaluation.report))
+    try:
+        profile = profile_report(EvaluationReport.from_dict(evaluation.report))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
     if store:
         row = row or EvaluationProfile(evaluation_id=evaluation.id, schema_version=PROFILE_SCHEMA)
         row.schema_version, row.device, row.profile = PROFILE_SCHEMA, evaluation.device, profile.to_dict()

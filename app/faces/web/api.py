@@ -170,12 +170,14 @@ async def candidate(session_id: int, number: int, db: Db) -> dict[str, Any]:
 async def candidate_profile(session_id: int, number: int, ctx: Ctx) -> dict[str, Any]:
     """What bounds the candidate (harness/profile.py), from its suite evaluation: computed once per
     evaluation (one candidate, one GPU) and kept (app/domain/profiles.py); every scenario, hidden
-    ones included, as a person's view. 404 while it has no evaluation."""
+    ones included, as a person's view. 404 while it has no evaluation, or one whose report the
+    harness did not write (an imported trace's)."""
     with ctx.unit() as u:
         c = candidate_by_number(u.db, session_id, number)
         found = profiles.candidate_profile(u.db, c)
     if found is None:
-        raise NotFound(f"candidate #{number} of session {session_id} has no suite evaluation to profile yet")
+        raise NotFound(f"candidate #{number} of session {session_id} has no suite evaluation the harness "
+                       "can profile (not evaluated yet, or an imported report it cannot read)")
     return {"session_id": session_id, "number": number, **found.to_dict()}
 
 

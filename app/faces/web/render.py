@@ -187,15 +187,8 @@ def panel_context(db: Session, view: SessionView) -> dict[str, Any]:
         "goal_progress": goal_progress(s),
         "pending": [i for i in view.interventions if i.status != DELIVERED],
         # what bounds the leader, beside the suggested questions (app/domain/profiles.py)
-        "profile": _leader_profile(db, s) if trigger is not None and s.status == PAUSED else None,
+        "profile": leader_profile(db, s) if trigger is not None and s.status == PAUSED else None,
     }
-
-
-def _leader_profile(db: Session, s: SteeringSession) -> Any:
-    try:
-        return leader_profile(db, s)
-    except (KeyError, TypeError, ValueError):  # an imported trace's report may be anything
-        return None
 
 
 def goal_progress(s: SteeringSession) -> float | None:
