@@ -132,6 +132,13 @@ class Settings(BaseSettings):
         default=True, description="question bank search by meaning too, when the packaged embedding model "
                                   "is installed (the `semantic` extra); keywords alone otherwise"
     )
+    lessons_distill: bool = Field(
+        default=True, description="distil lessons in the background after each judged candidate and at the end "
+                                  "of each session (lessons/); off: only `socratic lessons distill` adds them"
+    )
+    lessons_prompt_tokens: int = Field(
+        default=600, ge=0, le=8000, description="the most tokens of lessons a model's prompt carries (0: none)"
+    )
 
     @model_validator(mode="after")
     def _refuse_unsafe(self) -> Settings:

@@ -296,12 +296,20 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _check_build(source: Path, arch: str | None, out: dict[str, object]) -> int:
-    from harness.compile import CompileError, compile_kernel, nvcc_path
+    from harness.compile import DEFAULT_INCLUDE, CompileError, compile_kernel, gencode_flags, nvcc_path
     from harness.evaluate import detect_arch
     from harness.resources import render_resources, resource_report
+    from harness.shared_memory import nvcc_front_end, requests
 
-    if nvcc_path() is None:
+    text = source.read_text(errors="replace")
+    nvcc = nvcc_path()
+    if nvcc is None:
         print("resources: nvcc was not found on this machine; the build was not checked")
+        found = requests(text)
+        if found:  # what the source says, not evaluated: the expressions need the compiler
+            print("dynamic shared memory, as the source sets it (not evaluated without nvcc):")
+            print("\n".join(f"  {r.describe()}" for r in found))
+            out["dynamic_shared"] = [r.describe() for r in found]
         return 0
     arch = arch or detect_arch()
     try:
@@ -311,7 +319,8 @@ def _check_build(source: Path, arch: str | None, out: dict[str, object]) -> int:
         print(exc.log.rstrip())
         out["compile_ok"] = False
         return 1
-    report = resource_report(built.info.log, built.library)
+    front_end = nvcc_front_end(nvcc, ["-std=c++17", *gencode_flags(arch), f"-I{DEFAULT_INCLUDE}"])
+    report = resource_report(built.info.log, built.library, source=text, arch=arch, front_end=front_end)
     print(f"resources ({arch}, ptxas -v):")
     print(render_resources(report))
     out["compile_ok"] = True

@@ -146,11 +146,21 @@ def _finite(value: Any) -> Any:
 # -- the pieces -------------------------------------------------------------------------------
 
 
-def _rates(report: EvaluationReport) -> tuple[float | None, float | None]:
-    info = report.settings.get("device_info") or {}
+def measured_rates(settings: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """The roofline the harness measured on the evaluation's GPU (a report's `settings`): its
+    matrix TFLOP/s and copy GB/s, or (None, None) when the report carries none."""
+    info = settings.get("device_info") if isinstance(settings, Mapping) else None
+    info = info if isinstance(info, Mapping) else {}
     matrix, copy = info.get("matrix_tflops"), info.get("copy_gbps")
-    ok = all(isinstance(v, int | float) and v > 0 for v in (matrix, copy))
+    ok = all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+             for v in (matrix, copy))
     return (float(matrix), float(copy)) if ok else (None, None)  # type: ignore[arg-type]
+
+
+def roofline_share(achieved: float | None, ceiling: float | None) -> float | None:
+    """An achieved rate as a percentage of the measured ceiling (TFLOP/s of the matrix rate,
+    GB/s of the copy rate); None when either is unknown."""
+    return 100.0 * achieved / ceiling if achieved is not None and ceiling else None
 
 
 def arch_of(report: EvaluationReport) -> str:
@@ -190,8 +200,8 @@ def scenario_profile(r: ScenarioResult, matrix: float | None, copy: float | None
     if intensity is not None and matrix and copy:
         ridge = matrix * 1e12 / (copy * 1e9)  # FLOPs per byte where the two ceilings meet
         bound = COMPUTE if intensity >= ridge else MEMORY
-    tensor = 100.0 * tflops / matrix if tflops is not None and matrix else None
-    band = 100.0 * gbps / copy if gbps is not None and copy else None
+    tensor = roofline_share(tflops, matrix)
+    band = roofline_share(gbps, copy)
     return ScenarioProfile(r.scenario, r.category, r.hidden, r.time_ms if timed else None, tflops, gbps,
                            intensity, bound, tensor, band, "causal" in r.scenario.split("-"))
 
@@ -364,7 +374,7 @@ def profile_report(report: EvaluationReport, *, ncu: Mapping[str, Mapping[str, A
                    sass: Mapping[str, int] | None = None) -> Profile:
     """The profile of one evaluation report. `sass` overrides the mix the report records;
     `ncu` maps a category to {"scenario": name, "metrics": parse_ncu_csv(...)}."""
-    matrix, copy = _rates(report)
+    matrix, copy = measured_rates(report.settings)
     arch = arch_of(report)
     rows = [scenario_profile(r, matrix, copy) for r in report.scenarios]
     cats = category_profiles(rows)

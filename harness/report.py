@@ -26,6 +26,10 @@ NOT_COMPILED = "not_compiled"  # the kernel did not pass static checks or did no
 STATUSES = (PASS, FAIL, UNSUPPORTED, ERROR, CRASH, TIMEOUT, SKIPPED, NOT_COMPILED)
 
 PEER_NAMES = ("cudnn", "flash", "fa3")
+# How people read them: torch SDPA's cuDNN and flash (FlashAttention-2) backends, FlashAttention-3.
+PEER_LABELS = {"cudnn": "cuDNN", "flash": "FA2", "fa3": "FA3"}
+RATIO_LEGEND = ("x P = P's time / this kernel's time on a scenario; above 1 is faster than P. Geomeans are over "
+                "the scenarios where both were timed")
 
 # Verdicts of a whole evaluation (verifier rule 5): accepted needs every scenario passed,
 # hidden ones included, and no sanity flag; a flag blocks the verdict until re-verified.
@@ -99,17 +103,39 @@ class ScenarioResult:
 
 @dataclass
 class GeomeanSummary:
-    """Geomeans over the scenarios of one part of the suite that passed."""
+    """Geomeans over the scenarios of one part of the suite that passed. A ratio exists only
+    where both sides were timed: `timed` (and `peers_timed` per peer) counts the scenarios
+    behind each geomean, which may be fewer than `passed` (a baseline or peer that returned an
+    error, a correctness-only run)."""
 
     scenarios: int
     passed: int
     vs_baseline: float | None
     vs_peers: dict[str, float | None]
     tflops: float | None  # geomean TFLOP/s of the candidate
+    timed: int = 0  # passed scenarios with a ratio against the baseline: what vs_baseline is over
+    peers_timed: dict[str, int] = field(default_factory=dict)  # the same per peer
 
     @property
     def complete(self) -> bool:
         return self.scenarios > 0 and self.passed == self.scenarios
+
+    @property
+    def fully_timed(self) -> bool:
+        """Every scenario passed and has a ratio against the baseline: vs_baseline is over all."""
+        return self.complete and self.timed == self.scenarios
+
+    def ratio_words(self, against: str = "the baseline") -> str:
+        """The geomean with the scenarios it is over, never more than were timed on both sides:
+        "10/10 passed, 1.091x over all 10" or "10/10 passed; 7 of 10 timed against leader #7,
+        1.091x over those 7"."""
+        head = f"{self.passed}/{self.scenarios} passed"
+        if self.vs_baseline is None or self.timed == 0:
+            return f"{head}; none timed against {against}, no ratio"
+        ratio = f"{self.vs_baseline:.3f}x"
+        if self.timed == self.scenarios:
+            return f"{head}, {ratio} over all {self.timed}"
+        return f"{head}; {self.timed} of {self.scenarios} timed against {against}, {ratio} over those {self.timed}"
 
 
 @dataclass
@@ -335,12 +361,17 @@ def summarize(results: Sequence[ScenarioResult]) -> GeomeanSummary:
         # records a time, a rate or a speedup only when it is positive.
         return geomean(v for v in values if v is not None)
 
+    def counted(values: Iterable[float | None]) -> int:
+        return sum(1 for v in values if v is not None)  # what gm() averages
+
     return GeomeanSummary(
         scenarios=len(results),
         passed=len(passed),
         vs_baseline=gm(r.speedup_vs_baseline for r in passed),
         vs_peers={p: gm(r.speedup_vs_peers.get(p) for r in passed) for p in PEER_NAMES},
         tflops=gm(r.tflops for r in passed),
+        timed=counted(r.speedup_vs_baseline for r in passed),
+        peers_timed={p: counted(r.speedup_vs_peers.get(p) for r in passed) for p in PEER_NAMES},
     )
 
 
@@ -352,7 +383,7 @@ def render_table(report: EvaluationReport, width_reason: int = 48) -> str:
     """The report as a fixed-width table followed by the geomean lines."""
     head = (
         f"{'scenario':<44} {'status':<12} {'max err':>9} {'time ms':>9} {'TFLOP/s':>8} "
-        f"{'GB/s':>7} {'x base':>7} {'x cudnn':>7} {'x flash':>7} {'x fa3':>7}  note"
+        f"{'GB/s':>7} {'x base':>7} {'x cuDNN':>7} {'x FA2':>7} {'x FA3':>7}  note"
     )
     lines = [head, "-" * len(head)]
     for r in report.scenarios:
@@ -373,18 +404,25 @@ def render_table(report: EvaluationReport, width_reason: int = 48) -> str:
     return "\n".join(lines)
 
 
+def _over(timed: int, scenarios: int, ratio: float | None) -> str:
+    """" (over 7 of 10)" when a geomean covers fewer scenarios than its part holds."""
+    return f" (over {timed} of {scenarios})" if ratio is not None and timed < scenarios else ""
+
+
 def render_geomeans(report: EvaluationReport) -> list[str]:
     out = []
     for part in ("visible", "hidden", "all"):
         s = report.summary(part)
         if s.scenarios == 0:
             continue
-        peers = "  ".join(f"vs {p} {_fmt(v, '.3f', 'x')}" for p, v in s.vs_peers.items())
+        peers = "  ".join(f"vs {PEER_LABELS.get(p, p)} {_fmt(v, '.3f', 'x')}"
+                          f"{_over(s.peers_timed.get(p, 0), s.scenarios, v)}" for p, v in s.vs_peers.items())
         out.append(
             f"geomean {part:<7} passed {s.passed:>3}/{s.scenarios:<3} "
-            f"vs baseline {_fmt(s.vs_baseline, '.3f', 'x')}  {peers}  "
+            f"vs baseline {_fmt(s.vs_baseline, '.3f', 'x')}{_over(s.timed, s.scenarios, s.vs_baseline)}  {peers}  "
             f"TFLOP/s {_fmt(s.tflops, '.1f')}"
         )
+    out.append(f"ratios: {RATIO_LEGEND}")
     for note in (report.cached_peer_note(), report.cached_baseline_note()):
         if note:
             out.append(f"note: {note}")

@@ -9,7 +9,10 @@ import shutil
 import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harness.shared_memory import Compiler
 
 # Opcodes worth counting, in the order a table shows them: matrix units first, then the
 # CUDA-core math, memory traffic (LDL/STL are local-memory spills) and synchronization.
@@ -22,8 +25,10 @@ SASS_TIMEOUT_S = 120
 
 @dataclass
 class KernelResources:
-    """One __global__ function as ptxas built it. Dynamic shared memory is chosen at launch
-    and does not appear here."""
+    """One __global__ function as ptxas built it. `shared_bytes` is its static shared memory;
+    the dynamic shared memory, chosen at launch, is read from the source where it can be
+    (harness/shared_memory.py): None when the source sets none for this kernel or its value is
+    known only at run time (`dynamic_shared` then says where it is set)."""
 
     name: str
     arch: str = ""
@@ -34,6 +39,9 @@ class KernelResources:
     spill_load_bytes: int = 0
     barriers: int = 0
     constant_bytes: int = 0
+    dynamic_shared_bytes: int | None = None  # at launch, else the opt-in's
+    dynamic_shared_optin: int | None = None  # cudaFuncAttributeMaxDynamicSharedMemorySize
+    dynamic_shared: str = ""  # where the source sets it, with each value
 
     @property
     def spills(self) -> bool:
@@ -46,9 +54,12 @@ class ResourceReport:
     # kernel name -> opcode -> count; None when no disassembler was found.
     instruction_mix: dict[str, dict[str, int]] | None = None
     notes: list[str] = field(default_factory=list)
+    arch: str = ""
 
     def warnings(self) -> list[str]:
-        out = []
+        from harness.shared_memory import warnings as smem_warnings
+
+        out = smem_warnings(self.kernels, self.arch)
         for k in self.kernels:
             if k.spills:
                 out.append(
@@ -194,9 +205,12 @@ def short_name(demangled: str) -> str:
     return name or demangled
 
 
-def resource_report(compile_log: str, library: Path | None) -> ResourceReport:
-    """The ptxas report from a compile log and, when a library and cuobjdump exist, the mix."""
-    report = ResourceReport(kernels=parse_ptxas(compile_log))
+def resource_report(compile_log: str, library: Path | None, source: str | None = None, arch: str = "",
+                    front_end: Compiler | None = None) -> ResourceReport:
+    """The ptxas report from a compile log and, when a library and cuobjdump exist, the mix.
+    With the kernel's `source`, each kernel's dynamic shared memory as the source sets it,
+    evaluated by `front_end` (harness/shared_memory.py: nvcc_front_end) where it is an expression."""
+    report = ResourceReport(kernels=parse_ptxas(compile_log), arch=arch)
     if not report.kernels:
         report.notes.append(
             "resources: ptxas reported no kernel (no __global__ function was compiled)"
@@ -213,18 +227,34 @@ def resource_report(compile_log: str, library: Path | None) -> ResourceReport:
         k.name = readable.get(k.name, k.name)
     if mix is not None:
         report.instruction_mix = {readable.get(n, n): counts for n, counts in mix.items()}
+    if source is not None:
+        from harness.shared_memory import attach
+
+        report.notes.extend(attach(report.kernels, source, front_end))
     return report
+
+
+def _dynamic(k: KernelResources) -> str:
+    if k.dynamic_shared_bytes is not None:
+        return str(k.dynamic_shared_bytes)
+    return "run time" if k.dynamic_shared else "-"
 
 
 def render_resources(report: ResourceReport, width: int = 60) -> str:
     """The resource report and the instruction mix as fixed-width tables."""
-    lines = [f"{'kernel':<{width}} {'regs':>5} {'smem':>7} {'stack':>6} {'spill st/ld':>12} {'bar':>4}"]
+    lines = [f"{'kernel':<{width}} {'regs':>5} {'smem':>7} {'dyn smem':>9} {'stack':>6} {'spill st/ld':>12} "
+             f"{'bar':>4}"]
     for k in report.kernels:
         name = k.name if len(k.name) <= width else k.name[: width - 3] + "..."
         lines.append(
-            f"{name:<{width}} {k.registers:>5} {k.shared_bytes:>7} {k.stack_bytes:>6} "
+            f"{name:<{width}} {k.registers:>5} {k.shared_bytes:>7} {_dynamic(k):>9} {k.stack_bytes:>6} "
             f"{f'{k.spill_store_bytes}/{k.spill_load_bytes}':>12} {k.barriers:>4}"
         )
+    if any(k.dynamic_shared for k in report.kernels):
+        lines.append("smem: static, from ptxas; dyn smem: dynamic, as the source sets it at launch (else its opt-in), "
+                     "evaluated by nvcc's front end (\"run time\": known only when it runs; \"-\": the source sets "
+                     "none). Where:")
+        lines.extend(f"  {k.name}: {k.dynamic_shared}" for k in report.kernels if k.dynamic_shared)
     if report.instruction_mix:
         shown = [op for op in MIX_OPCODES if any(op in c for c in report.instruction_mix.values())]
         lines.append("")

@@ -22,6 +22,7 @@ from sqlmodel import Session
 
 from question_bank.evidence import DEFAULT_WINDOW, record_use
 from question_bank.models import Author, BankAutoAsk, BankQuestion, BankUse, as_utc, utcnow
+from question_bank.needs import SessionState
 from question_bank.ranking import RankedQuestion, rank_for_pause
 
 Clock = Callable[[], datetime]
@@ -88,6 +89,7 @@ class PauseState:
     arch: str | None = None
     extra_layers: Mapping[str, int] = field(default_factory=dict)
     findings: tuple[str, ...] = ()  # the leader's profile's finding codes (question_bank/situations.py)
+    state: SessionState | None = None  # what the session has: a question presuming more is not asked
 
 
 def due_at(policy: AutoAskPolicy, pause: PauseState) -> datetime | None:
@@ -140,7 +142,7 @@ class AutoAsker:
     def choose(self, session: Session, pause: PauseState) -> RankedQuestion | None:
         ranked = rank_for_pause(session, pause.session_ref, pause.trigger, problem=pause.problem,
                                 arch=pause.arch, extra_layers=pause.extra_layers, limit=1,
-                                findings=pause.findings)
+                                findings=pause.findings, state=pause.state)
         return ranked[0] if ranked else None
 
     def ask_if_due(

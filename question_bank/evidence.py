@@ -9,10 +9,13 @@ that boundary's credit (each shows the group's gain; `credit_groups` counts a gr
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from sqlmodel import Session, col, select
 
@@ -71,10 +74,79 @@ def stats_of(gains: Iterable[float | None]) -> EvidenceStats:
     )
 
 
+# A campaign's instruction to a member (app/domain/campaigns/evolution.py `instruction`): the bank
+# question, then the parent to start from and, for a kernel of the family, the parent's knobs.
+PARENT_MARK = "\n\nParent: session "
+_PARENT_TAIL = re.compile(r"Parent: session (\d{1,18}) candidate #(\d{1,18})(?:; knobs (\{.*\}))?\s*", re.S)
+MAX_KNOBS = 200  # a knob record read from a message holds at most this many knobs
+
+
+@dataclass(frozen=True)
+class MessageParts:
+    """A message as sent, taken apart: the question, and the parent a campaign's instruction
+    names with its knob setting (None: the message names none)."""
+
+    question: str
+    parent_session: int | None = None
+    parent_number: int | None = None
+    knobs: dict[str, Any] | None = None
+
+    @property
+    def parent(self) -> str:
+        return (f"session {self.parent_session} candidate #{self.parent_number}"
+                if self.parent_session is not None else "")
+
+
+def _knob_record(text: str | None) -> dict[str, Any] | None:
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or len(value) > MAX_KNOBS:
+        return None
+    plain = (str, int, float, bool, type(None))
+    return {str(k): v for k, v in value.items() if isinstance(v, plain)}
+
+
+def message_parts(text: str) -> MessageParts:
+    """The question of a message and, for a campaign's instruction, the parent it names and the
+    parent's knobs (read from the text, never trusted beyond a flat mapping of plain values)."""
+    at = text.rfind(PARENT_MARK)
+    m = _PARENT_TAIL.fullmatch(text, at + 2) if at >= 0 else None
+    if m is None:
+        return MessageParts(text)
+    return MessageParts(text[:at].rstrip(), int(m.group(1)), int(m.group(2)), _knob_record(m.group(3)))
+
+
+def knob_value(v: Any) -> str:
+    """A knob's value as the family's records write it: false/true, null, numbers, bare strings."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return json.dumps(v)
+
+
+def knob_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """The knobs `after` sets differently from `before`, one "knob: a -> b" line each (a knob
+    only one side names reads "(unset)" on the other)."""
+    lines = []
+    for k, v in after.items():
+        if k not in before:
+            lines.append(f"{k}: (unset) -> {knob_value(v)}")
+        elif before[k] != v or type(before[k]) is not type(v):
+            lines.append(f"{k}: {knob_value(before[k])} -> {knob_value(v)}")
+    lines.extend(f"{k}: {knob_value(v)} -> (unset)" for k, v in before.items() if k not in after)
+    return lines
+
+
 def find_question_by_text(session: Session, text: str) -> BankQuestion | None:
     """The active bank question with this text (case and spacing ignored), if any: a person who
-    sends a suggested question verbatim, or retypes one, is using the bank."""
-    wanted = normalize_text(text)
+    sends a suggested question verbatim, or retypes one, is using the bank; a campaign's
+    instruction is its question followed by the parent to start from."""
+    wanted = normalize_text(message_parts(text).question)
     for q in session.exec(select(BankQuestion).where(BankQuestion.status == Status.ACTIVE.value)):
         if normalize_text(q.text) == wanted:
             return q
@@ -222,6 +294,10 @@ class EvidenceRow:
     stats: EvidenceStats
     sessions: int
     last_use_id: int | None  # for promoting an unbanked message
+    uses: tuple[BankUse, ...] = field(default=(), compare=False)  # newest first, at most USES_SHOWN
+
+
+USES_SHOWN = 50  # the uses an evidence row carries for the page to list
 
 
 @dataclass(frozen=True)
@@ -230,6 +306,10 @@ class EvidenceTable:
     by_author: dict[tuple[str, str], EvidenceStats]   # (kind, author) -> stats
     rows: list[EvidenceRow]                      # bank questions, most evidence first
     unbanked: list[EvidenceRow]                  # typed messages not (yet) in the bank
+
+
+def _newest(group: list[BankUse]) -> tuple[BankUse, ...]:
+    return tuple(reversed(group[-USES_SHOWN:]))
 
 
 def evidence_table(session: Session) -> EvidenceTable:
@@ -245,8 +325,8 @@ def evidence_table(session: Session) -> EvidenceTable:
         by_author.setdefault((use.kind, use.author), []).append(use.gain)
         if use.question_id is not None:
             by_question.setdefault(use.question_id, []).append(use)
-        else:
-            by_text.setdefault(normalize_text(use.text), []).append(use)
+        else:  # a campaign's instructions to several parents are one message
+            by_text.setdefault(normalize_text(message_parts(use.text).question), []).append(use)
 
     rows = []
     for qid, group in by_question.items():
@@ -254,10 +334,11 @@ def evidence_table(session: Session) -> EvidenceTable:
         if q is None:
             continue
         rows.append(EvidenceRow(qid, q.key, q.text, q.kind, q.status, stats_of(u.gain for u in group),
-                                len({u.session_ref for u in group}), group[-1].id))
+                                len({u.session_ref for u in group}), group[-1].id, _newest(group)))
     unbanked = [
-        EvidenceRow(None, None, group[-1].text, group[-1].kind, None, stats_of(u.gain for u in group),
-                    len({u.session_ref for u in group}), group[-1].id)
+        EvidenceRow(None, None, message_parts(group[-1].text).question, group[-1].kind, None,
+                    stats_of(u.gain for u in group), len({u.session_ref for u in group}), group[-1].id,
+                    _newest(group))
         for group in by_text.values()
     ]
 

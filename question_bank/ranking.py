@@ -12,7 +12,9 @@ A question's score adds up, each part with its reason shown to the person:
   repeats       what was just asked is left out; what was asked earlier in the session is lowered;
   diagnosis     a question written for what the leader's profile found (question_bank/situations.py:
                 Hopper without HGMMA -> the warpgroup MMA question) first, the top finding's most.
-Then the list is re-ordered greedily so the first few do not all name the same layer."""
+Then the list is re-ordered greedily so the first few do not all name the same layer. A question
+that presumes what the session does not have yet (N evaluations, a leader, the leader's profile:
+question_bank/needs.py) is left out when the caller says what the session has."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from sqlmodel import Session
 
 from question_bank.evidence import NO_EVIDENCE, EvidenceStats, question_evidence, uses_of_session
 from question_bank.models import PAUSE_TRIGGERS, BankQuestion, Kind, Status, Trigger, normalize_text
+from question_bank.needs import SessionState, needs_of
 from question_bank.situations import matched_keys
 from question_bank.store import list_questions
 
@@ -57,6 +60,7 @@ class PauseSituation:
     recent_texts: frozenset[str] = frozenset()           # normalized texts just sent: left out
     asked_question_ids: frozenset[int] = frozenset()    # asked at any time in the session
     findings: tuple[str, ...] = ()   # the leader's profile's finding codes, most at stake first
+    state: SessionState | None = None  # what the session has (None: unknown, nothing left out for it)
 
     def __post_init__(self) -> None:
         if self.trigger not in PAUSE_TRIGGERS:
@@ -145,6 +149,8 @@ def rank(
         if (q.id is not None and q.id in situation.recent_question_ids) or \
                 normalize_text(q.text) in situation.recent_texts:
             continue
+        if situation.state is not None and needs_of(q.text).unmet(situation.state) is not None:
+            continue  # "your last ten candidates" before ten evaluations: not yet
         ev = evidence.get(q.id, NO_EVIDENCE) if q.id is not None else NO_EVIDENCE
         score, reasons = score_question(q, situation, ev, weights)
         scored.append((score, q.id or 0, q, reasons, ev))
@@ -175,6 +181,7 @@ def situation_for_session(
     extra_layers: Mapping[str, int] | None = None,
     recent: int = 3,
     findings: Sequence[str] = (),
+    state: SessionState | None = None,
 ) -> PauseSituation:
     """A pause's situation from what the bank recorded for this session: the layers its messages
     named (plus `extra_layers`, e.g. the layers an agent's candidates changed) and what was sent."""
@@ -194,6 +201,7 @@ def situation_for_session(
         recent_texts=frozenset(normalize_text(u.text) for u in last),
         asked_question_ids=frozenset(u.question_id for u in uses if u.question_id is not None),
         findings=tuple(findings),
+        state=state,
     )
 
 
@@ -207,10 +215,12 @@ def rank_for_pause(
     extra_layers: Mapping[str, int] | None = None,
     limit: int = 5,
     findings: Sequence[str] = (),
+    state: SessionState | None = None,
 ) -> list[RankedQuestion]:
-    """The questions to suggest when a session pauses, best first."""
+    """The questions to suggest when a session pauses, best first (with `state`, only those that
+    fit what the session has)."""
     situation = situation_for_session(session, session_ref, trigger, problem=problem, arch=arch,
-                                      extra_layers=extra_layers, findings=findings)
+                                      extra_layers=extra_layers, findings=findings, state=state)
     return rank(list_questions(session, status=Status.ACTIVE.value), situation,
                 question_evidence(session), limit=limit)
 

@@ -72,10 +72,15 @@ def _match(term: str, doc: set[str], is_last: bool) -> float:
 
 def keyword_scores(questions: Sequence[BankQuestion], query: str) -> list[float]:
     """Score in [0, 1] per question: idf-weighted share of the query's words found."""
+    return document_scores([_document(q) for q in questions], [q.text for q in questions], query)
+
+
+def document_scores(docs: Sequence[tuple[set[str], set[str]]], texts: Sequence[str], query: str) -> list[float]:
+    """Score in [0, 1] per document (its primary and secondary words, and its text for a whole
+    phrase): idf-weighted share of the query's words found. The lessons' search uses it too."""
     terms = [w for w in words(query) if w not in STOPWORDS] or words(query)
     if not terms:
-        return [0.0] * len(questions)
-    docs = [_document(q) for q in questions]
+        return [0.0] * len(docs)
     n = len(docs)
     ends_mid_word = bool(query) and not query[-1].isspace()
     idf = []
@@ -86,16 +91,26 @@ def keyword_scores(questions: Sequence[BankQuestion], query: str) -> list[float]
     total = sum(idf)
     phrase = " ".join(query.lower().split())
     scores = []
-    for q, (primary, secondary) in zip(questions, docs, strict=True):
+    for text, (primary, secondary) in zip(texts, docs, strict=True):
         got = 0.0
         for i, term in enumerate(terms):
             last = ends_mid_word and i == len(terms) - 1
             got += idf[i] * max(_match(term, primary, last), SECONDARY_FIELD * _match(term, secondary, last))
         score = got / total
-        if len(phrase) >= 4 and phrase in q.text.lower():
+        if len(phrase) >= 4 and phrase in text.lower():
             score = min(1.0, score + 0.2)
         scores.append(score)
     return scores
+
+
+def relevance(keyword: float, semantic: float | None) -> float | None:
+    """One relevance from a keyword score and a cosine (None: no embedding model); None when the
+    document is not a hit at all. The lessons' search uses it too."""
+    if semantic is None:
+        return keyword if keyword > 0 else None
+    if keyword <= 0 and semantic < SEMANTIC_FLOOR:
+        return None
+    return KEYWORD_WEIGHT * keyword + (1 - KEYWORD_WEIGHT) * max(0.0, semantic)
 
 
 def semantic_scores(questions: Sequence[BankQuestion], query: str, embedder: Embedder) -> list[float]:
@@ -118,15 +133,9 @@ def search_questions(
         sem = list(semantic_scores(questions, query, embedder))
     hits = []
     for q, k, s in zip(questions, kw, sem, strict=True):
-        if s is None:
-            if k <= 0:
-                continue
-            score = k
-        else:
-            if k <= 0 and s < SEMANTIC_FLOOR:
-                continue
-            score = KEYWORD_WEIGHT * k + (1 - KEYWORD_WEIGHT) * max(0.0, s)
-        hits.append(SearchHit(q, score, k, s))
+        score = relevance(k, s)
+        if score is not None:
+            hits.append(SearchHit(q, score, k, s))
     hits.sort(key=lambda h: (-h.score, h.question.id or 0))
     return hits[:limit] if limit is not None else hits
 

@@ -56,11 +56,18 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+TRANSFER_FILTER = "category=gqa,head_dim=128"
 ARMS: dict[str, dict[str, Any]] = {
     "autonomous": {"strategy": "measured", "auto_ask": False},
     "bank": {"strategy": "measured", "auto_ask": True},
     "greedy": {"strategy": "greedy", "auto_ask": False},
     "greedy-bank": {"strategy": "greedy", "auto_ask": True},
+    # issue 46 (lessons): the same agent reading the lessons distilled from the autonomous arm's trace
+    "remembered": {"strategy": "measured", "auto_ask": False, "lessons_from": "autonomous"},
+    # ... and transfer: lessons from the prefill arm, a session on GQA, with and without them
+    "gqa-plain": {"strategy": "measured", "auto_ask": False, "filter": TRANSFER_FILTER, "transfer": True},
+    "gqa-lessons": {"strategy": "measured", "auto_ask": False, "filter": TRANSFER_FILTER, "transfer": True,
+                    "lessons_from": "autonomous"},
 }
 STANDIN_LABEL = ("CPU STAND-IN: every evaluation was answered by the synthetic H100 of tests/family_model.py, "
                  "not timed on a GPU. This proves the machinery runs end to end; it is NOT a result.")
@@ -140,6 +147,9 @@ def run_arm(arm: str, args: argparse.Namespace, out: Path, gpu: str | None = Non
     existing = (data_dir / "socratic.db").exists()
     if existing and not args.resume:
         raise SystemExit(f"{data_dir} holds an earlier run of {arm}: pass --resume to go on with it, or another --out")
+    taught = 0
+    if spec.get("lessons_from") and not existing:  # the lessons of an earlier arm's trace, before the server starts
+        taught = distill_into(data_dir, Path(args.traces), spec["lessons_from"], args.cpu_standin)
     server = Server(data_dir, args.cpu_standin, gpu)
     t0 = time.monotonic()
     try:
@@ -153,8 +163,10 @@ def run_arm(arm: str, args: argparse.Namespace, out: Path, gpu: str | None = Non
                           else f"/api/sessions/{sid}/start", json={"author": "proof"})
         else:
             body = {"title": title, "agent": "offline",
-                    "agent_config": {"seed": args.seed, "strategy": spec["strategy"], "start": "first-port"},
-                    "suite_filter": args.filter, "start": False,
+                    "agent_config": {"seed": args.seed, "strategy": spec["strategy"], "start": "first-port",
+                                     **({"lessons": bool(spec.get("lessons_from"))}
+                                        if spec["strategy"] == "measured" else {})},
+                    "suite_filter": arm_filter(arm, args), "start": False,
                     "thresholds": {"plateau_window": args.plateau_window, "suspicious_jump": 50.0}}
             r = http.post("/api/sessions", json=body)
             r.raise_for_status()
@@ -163,7 +175,7 @@ def run_arm(arm: str, args: argparse.Namespace, out: Path, gpu: str | None = Non
                 http.put(f"/api/sessions/{sid}/auto-ask",
                          json={"mode": "at_once", "max_in_a_row": 20}).raise_for_status()
             http.post(f"/api/sessions/{sid}/start").raise_for_status()
-        why = drive(http, sid, spec["auto_ask"], args, t0)
+        why = drive(http, sid, spec["auto_ask"], args, t0, budget(arm, args))
         if not why.startswith("deadline"):  # at a deadline the session is left to be resumed (--resume)
             http.post(f"/api/sessions/{sid}/stop", json={"author": "proof"})
         state = http.get(f"/api/sessions/{sid}").json()
@@ -171,6 +183,7 @@ def run_arm(arm: str, args: argparse.Namespace, out: Path, gpu: str | None = Non
         leader = state.get("leader_number")
         source = http.get(f"/api/sessions/{sid}/candidates/{leader}").json()["source"] if leader else ""
         profile = http.get(f"/api/sessions/{sid}/candidates/{leader}/profile").json() if leader else {}
+        notes = [http.get(f"/api/sessions/{sid}/candidates/{c['number']}").json().get("notes", "") for c in cands]
     finally:
         server.close()
     (out / arm).mkdir(parents=True, exist_ok=True)
@@ -183,22 +196,54 @@ def run_arm(arm: str, args: argparse.Namespace, out: Path, gpu: str | None = Non
               "leader": leader, "leader_speedup": state.get("leader_speedup"), "leaders": history,
               "evaluations_to_leader": leader, "leader_source": str(leader_path),
               "diagnosis": profile.get("diagnosis", ""), "findings": [f["code"] for f in profile.get("findings", [])],
-              "trace": str(trace), "seconds": round(time.monotonic() - t0, 1)}
+              "trace": str(trace), "seconds": round(time.monotonic() - t0, 1), "filter": arm_filter(arm, args),
+              "lessons_given": taught, "lesson_moves": sum("lesson #" in n for n in notes),
+              "speedups": [c.get("speedup") for c in cands]}
     (out / arm / "result.json").write_text(json.dumps(result, indent=1))
     print(f"[{arm}] {result['evaluations']} evaluations, leader #{leader} {result['leader_speedup'] or 0:.2f}x "
           f"baseline ({why}; {result['seconds']} s); diagnosis: {result['diagnosis']}", flush=True)
     return result
 
 
-def drive(http: httpx.Client, sid: int, auto_ask: bool, args: argparse.Namespace, t0: float) -> str:
+def arm_filter(arm: str, args: argparse.Namespace) -> str:
+    return str(ARMS[arm].get("filter") or args.filter)
+
+
+def budget(arm: str, args: argparse.Namespace) -> int:
+    return int(args.transfer_evaluations if ARMS[arm].get("transfer") else args.evaluations)
+
+
+def distill_into(data_dir: Path, traces: Path, source_arm: str, standin: bool) -> int:
+    """Lessons distilled from `source_arm`'s trace into a new data dir's database (as
+    `socratic lessons distill --from TRACE` does); returns how many."""
+    from app.domain.lessons import distill_files
+    from app.settings import Settings
+    from app.store.database import open_database
+
+    trace = traces / f"{'cpu-standin-' if standin else ''}{source_arm}.jsonl.xz"
+    if not trace.is_file():
+        raise SystemExit(f"{trace} is missing: run the {source_arm} arm first")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    database = open_database(Settings(data_dir=data_dir))
+    try:
+        with database.session() as db:
+            done = distill_files(db, [trace])
+            db.commit()
+    finally:
+        database.dispose()
+    print(f"[lessons] {done.result.created} lessons from {trace.name} ({done.observations} observations)", flush=True)
+    return done.result.created
+
+
+def drive(http: httpx.Client, sid: int, auto_ask: bool, args: argparse.Namespace, t0: float, evaluations: int) -> str:
     """Poll the session; resume each pause without a word (the bank answers its own pauses in the
     auto-ask arms; a pause it leaves unanswered is resumed after a grace period)."""
     paused_since: float | None = None
     idle_pauses, last_evals = 0, -1
     while True:
         s = http.get(f"/api/sessions/{sid}").json()
-        if s["evaluations"] >= args.evaluations:
-            return f"budget of {args.evaluations} evaluations"
+        if s["evaluations"] >= evaluations:
+            return f"budget of {evaluations} evaluations"
         if s["status"] in FINAL_STATES:
             return f"session {s['status']}: {s.get('detail', '')}"
         if time.monotonic() - t0 > args.deadline_s:
@@ -244,9 +289,9 @@ def final_table(results: list[dict[str, Any]], args: argparse.Namespace) -> list
     from harness.attention.suite import default_suite
     from harness.suite import select
 
-    scenarios = select(default_suite(), "all", args.filter)
     rows = []
     for r in results:
+        scenarios = select(default_suite(), "all", r.get("filter") or args.filter)
         source = Path(r["leader_source"])
         if not source.read_text().strip():
             rows.append({**r, "card": "-", "x_baseline": None, "x_fa3": None, "x_cudnn": None, "x_fa2": None})
@@ -298,10 +343,43 @@ def print_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
                      f"{fmt(r.get('x_baseline'), '.2f')} | {fmt(r.get('x_fa3'))} | {fmt(r.get('x_cudnn'))} | "
                      f"{fmt(r.get('x_fa2'))} | {r['stopped_because']} |")
     for r in rows:
-        lines.append(f"{r['arm']}: leaders {r['leaders']}; last diagnosis: {r['diagnosis']}")
+        lines.append(f"{r['arm']}: leaders {r['leaders']}; lesson moves {r.get('lesson_moves', 0)} of "
+                     f"{r.get('lessons_given', 0)} lessons given; last diagnosis: {r['diagnosis']}")
+    lines.extend(lesson_lines(rows))
     text = "\n".join(lines)
     print(text, flush=True)
     return text
+
+
+def reached(speedups: list[Any], target: float) -> int | None:
+    """The evaluation (1-based) whose candidate first reached `target` x baseline, or None."""
+    for i, x in enumerate(speedups, 1):
+        if isinstance(x, (int, float)) and x >= target:
+            return i
+    return None
+
+
+def lesson_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Issue 46's two measures. Memory: evaluations the remembered arm took to reach the first
+    arm's final leader (within 2%), against the first arm's own. Transfer: evaluations to 0.8x FA3
+    on GQA with and without the prefill lessons (FA3 in x baseline from each arm's final
+    side-by-side evaluation: x_baseline / x_fa3)."""
+    by = {r["arm"]: r for r in rows}
+    out = []
+    first, second = by.get("autonomous"), by.get("remembered")
+    if first and second and first.get("leader_speedup"):
+        target = 0.98 * float(first["leader_speedup"])
+        out.append(f"memory: the first arm's final leader {first['leader_speedup']:.2f}x baseline at evaluation "
+                   f"{reached(first['speedups'], target)}; the remembered arm reached it at evaluation "
+                   f"{reached(second['speedups'], target)} (within 2%; None: never, in "
+                   f"{second['evaluations']} evaluations)")
+    for arm in ("gqa-plain", "gqa-lessons"):
+        r = by.get(arm)
+        if r and r.get("x_fa3") and r.get("x_baseline"):
+            fa3 = float(r["x_baseline"]) / float(r["x_fa3"])  # FA3 in x baseline, measured side by side
+            out.append(f"transfer: {arm} reached 0.8x FA3 ({0.8 * fa3:.2f}x baseline) at evaluation "
+                       f"{reached(r['speedups'], 0.8 * fa3)}; final {r['x_fa3']:.3f}x FA3 in {r['evaluations']}")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -310,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--arms", default="autonomous,bank,greedy", help=f"comma-separated: {', '.join(ARMS)}")
     p.add_argument("--filter", default="category=prefill", help="the sessions' scenarios (a harness --filter)")
     p.add_argument("--evaluations", type=int, default=40)
+    p.add_argument("--transfer-evaluations", type=int, default=20, help="the GQA arms' budget (issue 46's transfer)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--plateau-window", type=int, default=4)
     p.add_argument("--deadline-s", type=float, default=540.0, help="stop an arm after this long")

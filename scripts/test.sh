@@ -37,6 +37,13 @@ if [ -z "${SOCRATIC_TEST_POSTGRES:-}" ]; then
   fi
 fi
 
-.venv/bin/ruff check app harness question_bank tests
+.venv/bin/ruff check app harness question_bank lessons tests
 .venv/bin/mypy
-.venv/bin/python -m pytest -q "$@"
+# Both cores (docs/decisions.md, "The tests run on both cores"): a file's tests stay in one worker.
+# SOCRATIC_TEST_WORKERS=0 runs them in this process (a debugger, -x, --pdb).
+workers=${SOCRATIC_TEST_WORKERS:-2}
+if [ "$workers" = 0 ]; then
+  .venv/bin/python -m pytest -q "$@"
+else
+  .venv/bin/python -m pytest -q -n "$workers" --dist loadfile "$@"
+fi

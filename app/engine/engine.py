@@ -68,6 +68,7 @@ class Engine:
         if self._ctx is None or self._runners is None:
             return
         await self._runners.shutdown()
+        await asyncio.to_thread(self._ctx.lessons.close)
         await asyncio.to_thread(self._ctx.evaluator.close)
         self._ctx.database.dispose()
 

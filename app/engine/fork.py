@@ -3,10 +3,16 @@ settings are the source session's unless the request changes them; the candidate
 as candidate #1 and leads from the start (its suite evaluation copied with it, so the fork's
 audit draws it); a `forked` event, first after `session_created`, names where it came from and
 who forked it (app/domain/forks.py reads the lineage back; an imported source is never written
-to)."""
+to).
+
+A fork continues from the candidate: the offline agent starts from the knob setting the kernel
+records in its header (its `start` option; it does not submit that setting again, it leads
+already: app/engine/agents/offline.py), and a model's working copy (Claude, an MCP client)
+holds the candidate's source (app/engine/tools/workspace.py)."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
@@ -15,10 +21,14 @@ from sqlmodel import Session, col, select
 from app.domain.forks import FORKED
 from app.domain.schemas import MAX_GOAL, BudgetIn, InputModel, ScenarioIn, SessionCreate, ThresholdsIn
 from app.domain.sessions import Invalid, NotFound, get_session, start
+from app.engine.agents.offline import start_spec
 from app.engine.new_session import create_session, refuse_unavailable
+from app.engine.runner_state import RunnerState
+from app.engine.tools.workspace import Draft
 from app.settings import Settings
 from app.store.events import Unit
 from app.store.models import BACKUP, EVALUATED, LEADER, Candidate, Evaluation, SteeringSession
+from kernels.attention.family.render import recorded_knobs
 
 
 class ForkCreate(InputModel):
@@ -39,14 +49,36 @@ def _known(model: type[BaseModel], values: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if k in model.model_fields}
 
 
+def continued_config(agent: str, config: dict[str, Any], candidate: Candidate, explicit: bool) -> dict[str, Any]:
+    """The agent's options for a fork that continues from `candidate`: the offline agent starts
+    from the knob setting the kernel records (unless the request names a `start` itself); a
+    kernel that records none (not a family kernel) leaves the options as they are."""
+    if agent != "offline" or explicit:
+        return config
+    knobs = recorded_knobs(candidate.source)
+    if knobs is None:
+        return config
+    try:
+        return {**config, "start": start_spec(knobs)}
+    except (TypeError, ValueError):  # a record the family no longer accepts: the agent's own start
+        return config
+
+
 def fork_spec(source: SteeringSession, candidate: Candidate, change: ForkCreate) -> SessionCreate:
-    """The new session's settings: the source's, with the request's changes."""
+    """The new session's settings: the source's, with the request's changes (the agent's options
+    are copied only for the same agent)."""
     budget = change.budget or BudgetIn(steps=source.budget_steps, tokens=source.budget_tokens,
                                        cost_usd=source.budget_cost_usd, seconds=source.budget_seconds)
+    agent = change.agent or source.agent
+    if change.agent_config is not None:
+        config = dict(change.agent_config)
+    else:
+        config = dict(source.agent_config) if agent == source.agent else {}
+    explicit = change.agent_config is not None and "start" in change.agent_config
     return SessionCreate(
         title=change.title or f"{source.title[:180]} · fork of #{candidate.number}",
-        agent=change.agent or source.agent,
-        agent_config=change.agent_config if change.agent_config is not None else dict(source.agent_config),
+        agent=agent,
+        agent_config=continued_config(agent, config, candidate, explicit),
         candidate_kind=source.candidate_kind,  # type: ignore[arg-type]
         baseline=source.baseline, suite_filter=source.suite_filter,
         scenarios=[ScenarioIn(**_known(ScenarioIn, s)) for s in source.scenarios] if source.scenarios else None,
@@ -95,6 +127,8 @@ def fork_session(unit: Unit, settings: Settings, session_id: int, number: int, c
                                report=e.report, device=e.device, seconds=0.0))
     session.leader_id = seed.id
     session.leader_speedup = c.speedup
+    # a model's working copy starts as the candidate's source (read_kernel "current": from candidate #1)
+    RunnerState.load(session).save(unit, session, workspace=asdict(Draft(c.source, seed.number)))
     unit.record(session, FORKED, {"from_session": session_id, "from_title": source.title,
                                   "from_candidate": number, "number": 1, "speedup": c.speedup,
                                   "author": author})

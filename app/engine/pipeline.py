@@ -114,12 +114,14 @@ class CandidatePipeline:
         self.store_evaluation(candidate, report, "suite", "baseline", first)
         final = first
         if first.verdict == CONTENDER:
-            previous = self.leader_implementation()
-            retime = await self.evaluate(candidate, previous, purpose="retime")
+            leader = self.leader_candidate()
+            against = f"leader #{leader.number}"
+            retime = await self.evaluate(candidate, self.implementation(leader), purpose="retime", label=against)
             final = confirm(retime, first, leader_own=self.suite_report(leader_id_before))
-            self.store_evaluation(candidate, retime, "retime", f"leader {previous.label}", final)
+            self.store_evaluation(candidate, retime, "retime", against, final)
         judged = self.record_verdict(candidate, report, final, leader_before)
         await self.campaign_verdict(judged, report, leader_id_before if first.verdict == CONTENDER else None)
+        self.services.lessons.schedule(self.session_id)  # in the background: the runner goes on at once
         return Verdicted(judged, report)
 
     async def campaign_verdict(self, c: Candidate, report: EvaluationReport | None,
@@ -135,7 +137,7 @@ class CandidatePipeline:
             leader = look.retime_against
             label = f"campaign leader: session {leader.session_id} #{leader.number}"
             try:
-                retime = await self.evaluate(c, self.implementation(leader), purpose="retime")
+                retime = await self.evaluate(c, self.implementation(leader), purpose="retime", label=label)
             except Stopped:
                 look = campaign_judge.CampaignJudgement(BACKUP, "not re-timed against the campaign leader: "
                                                                 "the session ended first")
@@ -201,12 +203,12 @@ class CandidatePipeline:
             ref = session.baseline if session.candidate_kind == PYTHON_CPU else str(kernel_path(session.baseline))
             return ev.Implementation(session.candidate_kind, ref, "baseline")
 
-    def leader_implementation(self) -> ev.Implementation:
+    def leader_candidate(self) -> Candidate:
         with self.services.unit() as u:
             session = get_session(u.db, self.session_id)
             leader = u.db.get(Candidate, session.leader_id or 0)
             assert leader is not None
-            return self.implementation(leader)
+            return leader
 
     def implementation(self, c: Candidate) -> ev.Implementation:
         if c.kind == PYTHON_CPU:
@@ -219,7 +221,9 @@ class CandidatePipeline:
 
     # -- compile, queue, harness -----------------------------------------------------------
 
-    async def evaluate(self, c: Candidate, against: ev.Implementation, purpose: str) -> EvaluationReport:
+    async def evaluate(self, c: Candidate, against: ev.Implementation, purpose: str,
+                       label: str | None = None) -> EvaluationReport:
+        """`label`: what the speedups are against, in the `evaluation_started` event ("leader #3")."""
         impl = self.implementation(c)
         with self.services.unit() as u:
             scenarios = session_scenarios(get_session(u.db, self.session_id))
@@ -243,7 +247,8 @@ class CandidatePipeline:
                 u.db.add(cand)
                 session.detail = f"evaluating {what} on {len(scenarios)} scenarios"
                 u.record(session, "evaluation_started", {"number": c.number, "purpose": purpose,
-                                                         "scenarios": len(scenarios), "against": against.label})
+                                                         "scenarios": len(scenarios),
+                                                         "against": label or against.label})
             progress = self._progress_fn(c.number, purpose)
             evaluate = self.services.evaluator.evaluate
             work = asyncio.ensure_future(asyncio.to_thread(evaluate, impl, against, scenarios, settings,
@@ -292,7 +297,8 @@ class CandidatePipeline:
             summary = report.summary("all")
             u.record(session, "evaluation", {
                 "number": c.number, "purpose": purpose, "against": against, "evaluation_id": e.id,
-                "passed": summary.passed, "scenarios": summary.scenarios, "speedup": summary.vs_baseline,
+                "passed": summary.passed, "scenarios": summary.scenarios, "timed": summary.timed,
+                "speedup": summary.vs_baseline,
                 "visible_speedup": report.summary("visible").vs_baseline, "device": report.gpu,
                 "seconds": report.seconds, "judgement": judgement.verdict,
             })

@@ -30,7 +30,8 @@ from app.store.input_limits import INT32_MAX, INT64_MAX
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # Modules whose import registers tables in SQLModel.metadata; missing optional ones are skipped.
-MODEL_MODULES = ("app.store.models", "question_bank.models", "app.store.trace_models", "app.store.campaign_models")
+MODEL_MODULES = ("app.store.models", "question_bank.models", "app.store.trace_models", "app.store.campaign_models",
+                 "lessons.models")
 
 # How long a writer waits for SQLite's lock before failing (milliseconds).
 SQLITE_BUSY_TIMEOUT_MS = 5000

@@ -136,7 +136,7 @@ def test_a_peer_that_cannot_load_is_named_with_its_reason_under_the_table() -> N
                            settings={"device_info": {"peers_unavailable": {"fa3": why}}})
     lines = render_geomeans(rep)
     assert f"note: peer fa3 not timed: {why}" in lines
-    assert "vs fa3 0.500x" in lines[0]
+    assert "vs FA3 0.500x" in lines[0]
     again = EvaluationReport.from_dict(json.loads(rep.to_json()))
     assert again.unavailable_peers() == {"fa3": why}
     assert again.to_dict()["geomean"]["all"]["vs_peers"]["fa3"] == 0.5

@@ -14,6 +14,7 @@ from harness.report import (
     EvaluationReport,
     PeerResult,
     ScenarioResult,
+    render_geomeans,
     render_table,
 )
 
@@ -98,3 +99,29 @@ def test_geomeans_leave_out_what_was_not_timed_and_refuse_a_speedup_that_cannot_
     rep.scenarios[0].speedup_vs_baseline = 0.0  # no time gives that: a bug, not a value to drop
     with pytest.raises(ValueError, match=r"got 0\.0 "):
         rep.summary("visible")
+
+
+def test_a_summary_counts_the_scenarios_its_geomean_is_over_and_never_more() -> None:
+    """A chip read "all: 10/10 passed, 1.091x" while three rows said "baseline not timed": the
+    geomean covers only the scenarios timed on both sides, and the summary says how many."""
+    rows = [_result(f"s{i}", False, PASS, 1.1, 0.5) for i in range(10)]
+    for r in rows[7:]:
+        r.speedup_vs_baseline = None
+        r.flags = ["baseline not timed: the baseline returned cudaErrorInvalidValue (1)"]
+    rows[9].speedup_vs_peers.clear()
+    rep = EvaluationReport("k.cu", "leader.cu", "NVIDIA H200", "all", rows, CompileInfo(ok=True))
+    s = rep.summary("all")
+    assert (s.scenarios, s.passed, s.timed, s.peers_timed["cudnn"], s.peers_timed["fa3"]) == (10, 10, 7, 9, 0)
+    assert not s.fully_timed and s.complete
+    assert s.ratio_words("leader #7") == "10/10 passed; 7 of 10 timed against leader #7, 1.100x over those 7"
+    assert rep.to_dict()["geomean"]["all"]["timed"] == 7
+    text = "\n".join(render_geomeans(rep))
+    assert "vs baseline 1.100x (over 7 of 10)" in text and "vs cuDNN 0.500x (over 9 of 10)" in text
+    for r in rows:
+        r.speedup_vs_baseline = 1.1
+    full = rep.summary("all")
+    assert full.fully_timed and full.ratio_words() == "10/10 passed, 1.100x over all 10"
+    assert "(over" not in render_geomeans(rep)[0].split("vs cuDNN")[0]
+    for r in rows:
+        r.speedup_vs_baseline = None
+    assert rep.summary("all").ratio_words() == "10/10 passed; none timed against the baseline, no ratio"

@@ -11,6 +11,7 @@ Start here:
                   (question_bank/evidence.py's rule, replayed over the trace)
   churn.py        lines an agent adds that it had removed earlier, over the session
   cost.py         tokens by kind, money by step, where the tokens went
+  ratios.py       what every ratio is against, which way it goes, over how many scenarios
 Its pages are app/faces/web/audit_pages.py and audit_charts.py; its command
 app/faces/commands/trace.py; the `trace_import` table app/store/trace_models.py.
 """

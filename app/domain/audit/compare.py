@@ -18,11 +18,11 @@ from app.domain.audit.heatmap import color_for, span_for
 from app.domain.audit.record import AuditRecord
 from app.domain.progress import MAX_TICKS, nice_step
 from app.store.models import LEADER
-from harness.report import PEER_NAMES
+from harness.profile import measured_rates, roofline_share
+from harness.report import PEER_LABELS, PEER_NAMES
 from harness.stats import geomean
 
 PEER_MAX_AGE_S = 24 * 3600.0  # the harness's --peer-cache-hours default
-PEER_LABELS = {"cudnn": "cuDNN", "flash": "FA2", "fa3": "FA3"}
 COLORS = ("#0969da", "#bc4c00", "#8250df", "#1a7f37")  # one per compared session, at most 4
 MAX_SESSIONS = 4
 
@@ -42,6 +42,10 @@ def _ratio(value: Any) -> float | None:
     and a geomean takes only positive finite values (harness/stats.py)."""
     v = _number(value)
     return v if v is not None and v > 0 else None
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _started(report: dict[str, Any]) -> float | None:
@@ -90,10 +94,18 @@ class LeaderStats:
     gpu: str = ""
     evaluated: tuple[str, ...] = ()  # every scenario of the report, passed or not
     rows: dict[str, ScenarioRatios] = field(default_factory=dict)  # the passed ones
+    # The roofline the harness measured on that GPU (harness/profile.py), where the report has it.
+    matrix_tflops: float | None = None
+    copy_gbps: float | None = None
+    unavailable: dict[str, str] = field(default_factory=dict)  # peers asked for but not run: name -> why
 
     @property
     def scenarios(self) -> int:
         return len(self.evaluated)
+
+    def gbps_share(self, category: str) -> float | None:
+        """A category's geomean GB/s as a percentage of the measured copy bandwidth."""
+        return roofline_share(self.gbps.get(category), self.copy_gbps)
 
     @property
     def passed(self) -> int:
@@ -168,11 +180,15 @@ def leader_stats(report: dict[str, Any], only: set[str] | None = None) -> Leader
         overall = _number(part.get("vs_baseline")) if isinstance(part, dict) else None
     if overall is None:
         overall = geomean(v for vs in by_cat.values() for v in vs)
+    settings = _mapping(report.get("settings"))
+    matrix, copy = measured_rates(settings)
+    missing = _mapping(_mapping(settings.get("device_info")).get("peers_unavailable"))
     return LeaderStats(overall, peers, {c: geomean(v) for c, v in by_cat.items()},
                        {c: geomean(v) for c, v in by_cat_gbps.items()},
                        {n: row.time_ms for n, row in rows.items() if row.time_ms is not None},
                        {n: row.category for n, row in rows.items()}, str(report.get("gpu") or ""),
-                       evaluated, rows)
+                       evaluated, rows, matrix, copy,
+                       {str(k): str(v) for k, v in missing.items() if str(k) not in peers})
 
 
 @dataclass

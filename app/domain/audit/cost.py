@@ -1,5 +1,6 @@
 """What a session cost: tokens by kind and money by agent step, where the prompt tokens went
-(context, tool results) against generation, and the device time its evaluations took.
+(context, tool results) against generation, the device time its evaluations took, and the
+knowledge layer's share (lessons chosen for the prompt, `read_lessons` calls: `knowledge` events).
 
 Read from the `usage` of each `agent_step` event. docs/trace.md defines the contract; every
 field but input_tokens, output_tokens and cost_usd is optional, and a missing one is counted
@@ -66,6 +67,22 @@ class DeviceTime:
 
 
 @dataclass
+class KnowledgeCost:
+    """What lessons (lessons/) cost the session, from its `knowledge` events: the prompt's section
+    chosen at each runner start (`what: prompt`) and each `read_lessons` call (`what: read_lessons`),
+    with the seconds spent choosing them and the tokens of what the agent was given."""
+
+    events: int = 0  # knowledge events of any kind
+    prompts: int = 0  # prompt sections chosen (one per runner start)
+    readings: int = 0  # read_lessons calls
+    seconds: float = 0.0
+    tokens: int = 0
+    lessons: list[int] = field(default_factory=list)  # distinct lesson ids given, in first-seen order
+    token_share: float | None = None  # of all the session's tokens (None without any)
+    second_share: float | None = None  # of the session's running seconds (None without any)
+
+
+@dataclass
 class CostReport:
     steps: list[StepCost]
     tokens: dict[str, int]  # by kind, summed over steps
@@ -75,6 +92,7 @@ class CostReport:
     device_time: list[DeviceTime]
     tool_result_chars: int
     session_used: dict[str, float] = field(default_factory=dict)  # the session row's counters
+    knowledge: KnowledgeCost = field(default_factory=KnowledgeCost)
 
     @property
     def total_tokens(self) -> int:
@@ -93,6 +111,7 @@ def session_cost(record: AuditRecord) -> CostReport:
     cumulative = 0.0
     result_chars = 0
     devices: dict[tuple[str, str], DeviceTime] = {}
+    knowledge = KnowledgeCost()
     for e in record.events:
         p = e.payload
         if e.kind == "agent_step":
@@ -129,8 +148,28 @@ def session_cost(record: AuditRecord) -> CostReport:
             slot = devices.setdefault(key, DeviceTime(key[0], key[1], 0, 0.0))
             slot.evaluations += 1
             slot.seconds += _float(p.get("seconds")) or 0.0
+        elif e.kind == "knowledge":
+            _add_knowledge(knowledge, p)
     s = record.session
     used = {"steps": float(s.used_steps), "tokens": float(s.used_tokens), "cost_usd": s.used_cost_usd,
             "seconds": s.used_seconds}
+    total = sum(totals.values())
+    knowledge.token_share = knowledge.tokens / total if total else None
+    knowledge.second_share = knowledge.seconds / s.used_seconds if s.used_seconds else None
     return CostReport(steps, totals, cumulative, where, missing, sorted(devices.values(), key=lambda d: d.device),
-                      result_chars, used)
+                      result_chars, used, knowledge)
+
+
+def _add_knowledge(knowledge: KnowledgeCost, p: dict[str, Any]) -> None:
+    """One `knowledge` event; a field that is missing or not a count is not counted."""
+    knowledge.events += 1
+    if p.get("what") == "prompt":
+        knowledge.prompts += 1
+    elif p.get("what") == "read_lessons":
+        knowledge.readings += 1
+    knowledge.seconds += _float(p.get("seconds")) or 0.0
+    knowledge.tokens += _int(p.get("tokens")) or 0
+    ids = p.get("lessons")
+    for lesson_id in ids if isinstance(ids, list) else []:
+        if _int(lesson_id) is not None and lesson_id not in knowledge.lessons:
+            knowledge.lessons.append(lesson_id)

@@ -4,6 +4,7 @@ searchable, and linked to the candidates it concerns."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -134,3 +135,55 @@ def counts_by_kind(entries: list[TimelineEntry]) -> dict[str, int]:
         for k in e.kinds:
             counts[k] += 1
     return counts
+
+
+# -- events in words ----------------------------------------------------------------------------
+
+FIELD_TEXT_MAX = 2000  # characters of one field shown; the trace download has the rest
+
+
+def rounded(v: Any) -> str:
+    """A number as people read it: 4 significant digits (10.934, 0.6234, 1.2e+04), whole
+    numbers whole; anything else as text. A trace's floats carry 16 digits nobody needs."""
+    if isinstance(v, bool) or v is None:
+        return "yes" if v is True else "no" if v is False else "none"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return str(v)
+        if v.is_integer() and abs(v) < 1e15:
+            return str(int(v))
+        return f"{v:.4g}" if abs(v) >= 1e-3 else f"{v:.3g}"
+    return str(v)
+
+
+def value_words(v: Any, depth: int = 0) -> str:
+    """A payload value in words: numbers rounded, lists joined by "; ", mappings as "key: value"."""
+    if isinstance(v, dict):
+        if depth >= 3:
+            return f"({len(v)} fields)"
+        return ", ".join(f"{str(k).replace('_', ' ')}: {value_words(x, depth + 1)}" for k, x in v.items())
+    if isinstance(v, list | tuple):
+        if depth >= 3:
+            return f"({len(v)} items)"
+        return "; ".join(value_words(x, depth + 1) for x in v)
+    text = rounded(v)
+    return text if len(text) <= FIELD_TEXT_MAX else text[:FIELD_TEXT_MAX] + "…"
+
+
+def payload_items(payload: Any) -> list[tuple[str, str]]:
+    """An event's fields as (label, words) pairs, for kinds with no sentence of their own."""
+    if not isinstance(payload, dict):
+        return [("value", value_words(payload))]
+    return [(str(k).replace("_", " "), value_words(v)) for k, v in payload.items()]
+
+
+FORK_FIELDS = ("from_session", "from_title", "from_candidate", "number", "speedup", "author")
+
+
+def fork_extra(payload: Any) -> list[tuple[str, str]]:
+    """The fields of a `forked` event beyond the sentence the page writes from FORK_FIELDS."""
+    if not isinstance(payload, dict):
+        return []
+    return payload_items({k: v for k, v in payload.items() if k not in FORK_FIELDS})

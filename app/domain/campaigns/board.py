@@ -9,6 +9,7 @@ import difflib
 import hashlib
 import threading
 from collections import OrderedDict, defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from sqlmodel import Session, col, select
@@ -126,28 +127,39 @@ def post(db: Session, campaign: Campaign, member: CampaignMember, cand: Candidat
     return entry
 
 
-def nearest_measured(db: Session, campaign: Campaign, cand: Candidate, most: int = 3) -> Candidate | None:
+def nearest_measured(db: Session, campaign: Campaign, cand: Candidate, most: int = 3,
+                     before_entry: int | None = None,
+                     setting_of: Callable[[str], dict[str, Any] | None] | None = None) -> Candidate | None:
     """For a family kernel submitted without a parent in its own session (an agent that builds
     on another member's kernel): the campaign's earlier correct kernel (judged leader or
     backup) whose setting differs from it in the fewest knobs (1 to `most`; among equals the
     latest, which is what an agent following the board builds on), so that its board entry
-    says what changed and its effects are read against that kernel. None for other kernels."""
-    mine = knobs_of_source(cand.source)
+    says what changed and its effects are read against that kernel. None for other kernels.
+    `before_entry`: only entries posted before that board entry (the page reads back which
+    kernel an entry's effects were measured against); `setting_of`: how a source's setting is
+    read (default `knobs_of_source`; the page falls back to the header's record for a trace
+    whose kernels today's family renders differently)."""
+    setting_of = setting_of or knobs_of_source
+    mine = setting_of(cand.source)
     if mine is None:
         return None
-    rows = db.exec(select(Candidate).join(BoardEntry, col(BoardEntry.candidate_id) == col(Candidate.id))
-                   .where(BoardEntry.campaign_id == campaign.id, BoardEntry.campaign_verdict != DISCARDED,
-                          Candidate.id != cand.id)).all()
-    best: tuple[int, int, Candidate] | None = None
+    query = (select(Candidate).join(BoardEntry, col(BoardEntry.candidate_id) == col(Candidate.id))
+             .where(BoardEntry.campaign_id == campaign.id, BoardEntry.campaign_verdict != DISCARDED,
+                    Candidate.id != cand.id))
+    if before_entry is not None:
+        query = query.where(col(BoardEntry.id) < before_entry)
+    rows = db.exec(query).all()
+    best: tuple[tuple[int, float, int], Candidate] | None = None
     for other in rows:
-        theirs = knobs_of_source(other.source)
+        theirs = setting_of(other.source)
         if theirs is None:
             continue
         distance = sum(1 for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
-        key = (distance, -(other.id or 0))
-        if 1 <= distance <= most and (best is None or key < best[:2]):
-            best = (*key, other)
-    return best[2] if best else None
+        # the latest: by when it was submitted, then by id (an imported campaign's ids follow its members)
+        key = (distance, -other.created_at.timestamp(), -(other.id or 0))
+        if 1 <= distance <= most and (best is None or key < best[0]):
+            best = (key, other)
+    return best[1] if best else None
 
 
 def visible_entries(db: Session, campaign: Campaign) -> list[BoardEntry]:

@@ -257,6 +257,21 @@ def parse_campaign(text: str) -> ParsedCampaign:
 CAMPAIGN_TRACE_FACTOR = 8  # a campaign trace holds several sessions' traces
 
 
+HEADER_MAX = 65536  # a campaign trace's first line (its header) is far shorter
+
+
+def is_campaign_trace(text: str) -> bool:
+    """Whether a trace file is a campaign's: its first line is a header of FORMAT. Reads that
+    line only, so one import form can take session and campaign traces alike."""
+    end = text.find("\n", 0, HEADER_MAX)
+    first = text[:end] if end >= 0 else text[:HEADER_MAX]
+    try:
+        header = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(header, dict) and header.get("type") == "header" and header.get("format") == FORMAT
+
+
 def campaign_trace_limit(trace_max_bytes: int) -> int:
     """The largest campaign trace imported: 8x SOCRATIC_TRACE_MAX_BYTES (docs/campaigns.md)."""
     return trace_max_bytes * CAMPAIGN_TRACE_FACTOR

@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from sqlmodel import Session, col, select
 
-from app.domain.profiles import leader_findings
+from app.domain.profiles import leader_profile
 from app.store.models import MANUAL, PAUSED, Intervention, SteeringSession, Trigger
 from question_bank.auto_ask import PauseState
 from question_bank.evidence import DEFAULT_WINDOW, record_evaluation, record_use
 from question_bank.models import Author, BankUse
+from question_bank.needs import SessionState
 from question_bank.ranking import RankedQuestion, rank_for_pause
 from question_bank.semantic import default_embedder
 from question_bank.store import ensure_starter_bank
@@ -53,10 +54,17 @@ def on_startup(database: Database, *, semantic: bool = True) -> None:
 
 
 def ranked_for_trigger(db: Session, session_id: int, trigger_kind: str, limit: int = 5) -> list[RankedQuestion]:
+    """The bank's ranking for the session's pause: questions for its leader's findings first, and
+    none that presumes what the session does not have yet (question_bank/needs.py)."""
     session = db.get(SteeringSession, session_id)
-    problem = session.problem if session is not None else None
-    findings = tuple(f.code for f in leader_findings(db, session)) if session is not None else ()
-    return rank_for_pause(db, session_id, trigger_kind, problem=problem, limit=limit, findings=findings)
+    if session is None:
+        return rank_for_pause(db, session_id, trigger_kind, limit=limit)
+    profile = leader_profile(db, session)
+    findings = tuple(f.code for f in profile.findings) if profile is not None else ()
+    state = SessionState(evaluations=session.evaluations, leader=session.leader_id is not None,
+                         profile=profile is not None)
+    return rank_for_pause(db, session_id, trigger_kind, problem=session.problem, limit=limit, findings=findings,
+                          state=state)
 
 
 def provider(trigger_kind: str, evidence: dict[str, Any], limit: int, session_id: int | None,
@@ -119,12 +127,15 @@ def pause_state(db: Session, session: SteeringSession) -> PauseState | None:
     during = list(db.exec(select(Intervention).where(Intervention.session_id == session.id,
                                                      Intervention.trigger_id == trigger.id)))
     people = [i.created_at for i in during if i.author != BANK_AUTHOR]
+    profile = leader_profile(db, session)
     return PauseState(
         session_ref=str(session.id), trigger=trigger.kind, paused_at=trigger.created_at,
         last_person_at=max(people) if people else None,
         bank_asked=any(i.author == BANK_AUTHOR for i in during),
         bank_asks_in_a_row=bank_asks_in_a_row(db, session.id), problem=session.problem,
-        findings=tuple(f.code for f in leader_findings(db, session)),
+        findings=tuple(f.code for f in profile.findings) if profile is not None else (),
+        state=SessionState(evaluations=session.evaluations, leader=session.leader_id is not None,
+                           profile=profile is not None),
     )
 
 

@@ -52,18 +52,20 @@ def _first_flag(report: EvaluationReport) -> str:
     return next((f for f in report.flags if f.startswith(IMPOSSIBLE)), "")
 
 
-def _untimed(report: EvaluationReport, who: str) -> str | None:
+def _untimed(report: EvaluationReport, who: str, *, none_timed: bool = False) -> str | None:
     """Why a ratio over this report would be partial: the scenarios where `who` (the baseline,
-    or the previous leader in a re-time) was not timed while others were. The geomean would
-    cover only the scenarios left, chosen by whatever stopped it, so no verdict rests on it.
-    Hidden scenarios are never named (the reason reaches the agent)."""
+    or the previous leader in a re-time) was not timed while others were (with `none_timed`,
+    also when it was timed on none). The geomean would cover only the scenarios left, chosen by
+    whatever stopped it, so no verdict rests on it. Hidden scenarios are never named (the
+    reason reaches the agent)."""
     untimed = sorted((r for r in report.scenarios if r.speedup_vs_baseline is None), key=lambda r: r.hidden)
-    if not untimed or len(untimed) == len(report.scenarios):
+    if not untimed or (len(untimed) == len(report.scenarios) and not none_timed):
         return None
     where = "a hidden scenario" if untimed[0].hidden else untimed[0].scenario
     why = next((f for f in untimed[0].flags if f.startswith("baseline not timed")), "not timed")
+    timed = len(report.scenarios) - len(untimed)
     return (f"{who} was not timed on {len(untimed)} of {len(report.scenarios)} scenarios "
-            f"(first {where}: {why})")
+            f"(first {where}: {why}; timed on {timed})")
 
 
 def judge(report: EvaluationReport, leader_speedup: float | None, has_leader_candidate: bool,
@@ -134,8 +136,10 @@ def confirm(retime: EvaluationReport, first: Judgement, settings: JudgeSettings 
     if sanity_flags(retime):
         return Judgement(REJECTED, f"blocked by a sanity check when re-timed: {_first_flag(retime)}",
                          first.speedup)
-    partial = _untimed(retime, "the previous leader")
-    if partial:  # whatever stopped the leader in the contender's process must not choose the shapes
+    # A re-time leads only over every scenario: whatever stopped the leader in the contender's
+    # process must not choose the shapes its ratio is over (docs/server.md, "The strict judge").
+    partial = _untimed(retime, "the previous leader", none_timed=True)
+    if partial:
         return Judgement(BACKUP, f"the re-time is incomplete: {partial}; the leader stays", first.speedup)
     slow = leader_slowdown(retime, leader_own) if leader_own is not None else None
     if slow is not None and slow > 1.0 + settings.leader_slowdown:
@@ -148,4 +152,4 @@ def confirm(retime: EvaluationReport, first: Judgement, settings: JudgeSettings 
         return Judgement(BACKUP, f"faster in its own run, but {shown} against the leader when re-timed "
                                  "interleaved with it", first.speedup)
     return Judgement(LEADER, f"{first.speedup:.3f}x over the baseline; {ratio:.3f}x over the previous "
-                             "leader, re-timed interleaved", first.speedup)
+                             f"leader on all {len(retime.scenarios)} scenarios, re-timed interleaved", first.speedup)

@@ -11,7 +11,9 @@ from typing import Any
 
 from sqlmodel import Session
 
-from app.store.models import BUDGET, DECLARED_LIMIT, MANUAL, PLATEAU, SUSPICIOUS_WIN
+from app.domain.profiles import leader_profile
+from app.store.models import BUDGET, DECLARED_LIMIT, MANUAL, PLATEAU, SUSPICIOUS_WIN, SteeringSession
+from question_bank.needs import SessionState, needs_of
 
 
 @dataclass(frozen=True)
@@ -60,8 +62,16 @@ def set_provider(provider: Provider | None) -> None:
     _provider = provider
 
 
+def session_state(db: Session, session: SteeringSession) -> SessionState:
+    """What the session has, as question_bank/needs.py judges a question against it."""
+    return SessionState(evaluations=session.evaluations, leader=session.leader_id is not None,
+                        profile=session.leader_id is not None and leader_profile(db, session) is not None)
+
+
 def suggest(trigger_kind: str, evidence: dict[str, Any], limit: int = 4, *, session_id: int | None = None,
             db: Session | None = None) -> list[Suggestion]:
+    """The pause's suggestions: the bank's ranking, else the starter questions; either way only
+    those that fit what the session has (no "your last variants" before there are any)."""
     if _provider is not None:
         try:
             found = _provider(trigger_kind, evidence, limit, session_id, db)
@@ -69,4 +79,7 @@ def suggest(trigger_kind: str, evidence: dict[str, Any], limit: int = 4, *, sess
             found = []
         if found:
             return found[:limit]
-    return [Suggestion(text) for text in STARTER_QUESTIONS.get(trigger_kind, [])[:limit]]
+    session = db.get(SteeringSession, session_id) if db is not None and session_id is not None else None
+    state = session_state(db, session) if db is not None and session is not None else None
+    texts = [t for t in STARTER_QUESTIONS.get(trigger_kind, []) if state is None or needs_of(t).unmet(state) is None]
+    return [Suggestion(text) for text in texts[:limit]]

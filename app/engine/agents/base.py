@@ -33,6 +33,7 @@ READ_FINDINGS = "read_findings"
 __all__ = ["CONSULT_BANK"]  # the question bank's tool, named by question_bank/agent_tool.py
 READ_BOARD = "read_board"  # a campaign's board: what the other agents concluded (app/engine/tools/board.py)
 PROFILE = "profile"  # what bounds a candidate: its profile (app/engine/tools/profile.py)
+READ_LESSONS = "read_lessons"  # what earlier sessions learned (app/engine/tools/lessons.py, lessons/)
 
 
 @dataclass
@@ -160,6 +161,12 @@ class Task:
     acting_tools: frozenset[str] = frozenset()
     session_id: int = 0  # the session the agent works for (0: none, e.g. in unit tests)
     contract: str = ""  # the text of the ABI every kernel implements (contract.h, or the python-cpu rule)
+    # Lessons (lessons/), chosen once at the runner's start (app/domain/lessons.py: session_knowledge):
+    knowledge: str = ""  # a model's prompt section: the lessons that fit, the lineage's failures
+    priors: list[dict[str, Any]] = field(default_factory=list)  # knob lessons, for the offline agent
+    # The session's leader when the agent starts (a fork's starting candidate, app/engine/fork.py):
+    # number, title, source, speedup, visible_speedup, origin (where it came from). None: no leader.
+    leader: dict[str, Any] | None = None
 
 
 class Agent(ABC):

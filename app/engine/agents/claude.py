@@ -30,6 +30,7 @@ from app.engine.agents.base import (
     EDIT_KERNEL,
     EVALUATE,
     READ_KERNEL,
+    READ_LESSONS,
     WRITE_KERNEL,
     Agent,
     AgentConfigError,
@@ -73,6 +74,7 @@ def system_prompt(task: Task) -> str:
         "environment access; no extra streams or graphs. It is built with nvcc -O3 -std=c++17 for sm_90a.\n"
         if cuda else ""
     )
+    knowledge = f"\n\n{task.knowledge}\nMore with {READ_LESSONS}." if task.knowledge else ""
     return f"""You are a kernel engineer improving {what} for the problem "{task.problem}".
 
 Goal: {task.goal}. The harness measures it on all scenarios, including hidden ones you never see; \
@@ -99,7 +101,7 @@ it with {EDIT_KERNEL} (exact replacements) or {WRITE_KERNEL} (whole file), and r
 Use read_findings to recall what worked and what failed. When progress stalls or before you think you \
 are done, call {CONSULT_BANK}. Call {DECLARE_DONE} only with the measurement that shows the limit.
 People may steer you: their messages arrive next to your tool results. Treat a question as a \
-hypothesis to check with a measurement, answer it briefly, and act on it."""
+hypothesis to check with a measurement, answer it briefly, and act on it.{knowledge}"""
 
 
 def _block_param(block: Any) -> dict[str, Any]:
@@ -222,8 +224,7 @@ class ClaudeAgent(Agent):
         steering messages delivered at this boundary."""
         blocks: list[dict[str, Any]] = []
         if not self.messages:
-            blocks.append({"type": "text", "text": "Begin. Your working copy holds the leader, or the baseline "
-                           "while there is none; improve it towards the goal."})
+            blocks.append({"type": "text", "text": self._begin()})
         else:
             results = {r.call_id: r for r in feedback.results}
             for use in _tool_uses(self.messages[-1]):
@@ -240,6 +241,19 @@ class ClaudeAgent(Agent):
             self.messages[-1]["content"].extend(b for b in blocks if b["type"] != "tool_result")
         else:
             self.messages.append({"role": "user", "content": blocks})
+
+    def _begin(self) -> str:
+        """The first user message: where the working copy starts (a fork: the forked candidate)."""
+        leader = self.task.leader
+        if not leader:
+            return ("Begin. Your working copy holds the leader, or the baseline while there is none; improve it "
+                    "towards the goal.")
+        speed = leader.get("speedup")
+        shown = f", {speed:.3f}x over the baseline" if isinstance(speed, int | float) else ""
+        origin = f" ({leader['origin']})" if leader.get("origin") else ""
+        return (f"Begin. This session continues from candidate #{leader.get('number', 1)} "
+                f"\u201c{leader.get('title', '')}\u201d{origin}{shown}: it leads, and your working copy holds its "
+                "source. Improve it towards the goal.")
 
     @staticmethod
     def _tool_result(tool_use_id: str, r: ToolResult | None) -> dict[str, Any]:

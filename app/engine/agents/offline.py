@@ -60,6 +60,9 @@ from app.engine.agents.base import (
     Usage,
 )
 from harness.stats import geomean
+from lessons.distill import NOISE as LESSON_NOISE
+from lessons.distill import setting_hash
+from lessons.use import PRIOR_MIN_CONFIDENCE
 
 try:  # the family belongs to kernels/; the agent says so plainly when it is missing
     from kernels.attention.family import (
@@ -73,6 +76,7 @@ try:  # the family belongs to kernels/; the agent says so plainly when it is mis
         parse_knobs,
         render,
     )
+    from kernels.attention.family.render import recorded_knobs
 
     FAMILY_ERROR = ""
 except ImportError as exc:  # pragma: no cover - the family ships with the repository
@@ -169,12 +173,13 @@ class OfflineConfig:
     board: bool = False  # read the campaign's board after each submission and use it
     patience: int = 3  # autonomous (and measured): evaluations without a new leader before it moves on
     strategy: str = "measured"  # "measured" (the second version) or "greedy" (today's agent, the control)
+    lessons: bool = True  # measured: the task's lessons (lessons/) move their actions ahead; false: ignored
 
     @classmethod
     def parse(cls, config: dict[str, Any]) -> OfflineConfig:
         if FAMILY_ERROR:
             raise AgentConfigError(FAMILY_ERROR)
-        known = {"seed", "start", "focus", "batch", "policy", "board", "patience", "strategy"}
+        known = {"seed", "start", "focus", "batch", "policy", "board", "patience", "strategy", "lessons"}
         unknown = set(config) - known
         if unknown:
             raise AgentConfigError(f"unknown offline option(s) {', '.join(sorted(unknown))}; "
@@ -203,7 +208,10 @@ class OfflineConfig:
         strategy = str(config.get("strategy", "measured"))
         if strategy not in STRATEGIES:
             raise AgentConfigError(f"strategy must be one of {', '.join(STRATEGIES)}")
-        return cls(seed, start, focus, batch, policy, bool(config.get("board", False)), patience, strategy)
+        lessons = config.get("lessons", True)
+        if not isinstance(lessons, bool):
+            raise AgentConfigError("lessons must be true or false")
+        return cls(seed, start, focus, batch, policy, bool(config.get("board", False)), patience, strategy, lessons)
 
 
 def start_knobs(start: str) -> Knobs:
@@ -211,6 +219,14 @@ def start_knobs(start: str) -> Knobs:
         return parse_knobs(STARTS.get(start, start), files=False) if start != "default" else default_knobs()
     except KnobError as exc:
         raise AgentConfigError(f"start: {exc}") from exc
+
+
+def start_spec(knobs: dict[str, Any]) -> str:
+    """The `start` option for a knob setting: its knobs that differ from the family's defaults,
+    `key=value,...` ("default" when none does); what a fork of a family kernel starts from."""
+    setting = knobs_from_mapping(knobs).to_dict()
+    changed = {k: v for k, v in setting.items() if default_knobs().to_dict().get(k) != v}
+    return ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in changed.items()) or "default"
 
 
 def validate_config(config: dict[str, Any]) -> None:
@@ -255,6 +271,38 @@ class OfflineAgent(Agent):
         self.profiled = ""  # the slug of the setting last profiled
         self.visited: list[str] = []  # layers tried from the current leader, in order
         self.steered = False  # a question chose the focus: the diagnosis does not override it
+        # lessons (lessons/): knob changes earlier sessions measured, with their effect (Task.priors)
+        self.priors: list[dict[str, Any]] = list(task.priors) if self.settings.lessons else []
+        self._outcomes: tuple[str, dict[str, dict[str, Any]]] = ("", {})  # leader hash -> child slug -> outcome
+        self.intro = ""  # a continued start's words (a fork), said in the first step
+        self._continue_from(task.leader)
+
+    def _continue_from(self, leader: dict[str, Any] | None) -> None:
+        """A session that has a leader before the agent's first step (a fork: app/engine/fork.py
+        sets `start` to the forked kernel's setting): when the leader records the start setting in
+        its header, that setting is measured already, so it is not submitted again. It leads, the
+        search goes on from it (the measured strategy profiles it first: its suite evaluation came
+        with it), and it is never measured twice."""
+        if not leader or not isinstance(leader.get("source"), str):
+            return
+        recorded = recorded_knobs(leader["source"])
+        try:
+            setting = knobs_from_mapping(recorded) if recorded is not None else None
+        except (KnobError, TypeError, ValueError):
+            setting = None
+        if setting is None or setting.to_dict() != self.best:
+            return
+        speed = leader.get("visible_speedup")
+        speed = float(speed) if isinstance(speed, int | float) and not isinstance(speed, bool) else None
+        slug = setting.slug()
+        self.started, self.has_leader, self.best_speedup = True, True, speed
+        self.tried[slug] = {"knobs": setting.to_dict(), "slug": slug, "layer": "start", "knob": "", "value": "",
+                            "verdict": "leader", "speedup": speed}
+        self.need_profile = self.settings.strategy == "measured"
+        where = str(leader.get("origin") or "the session's leader")
+        shown = f", {speed:.3f}x over the visible scenarios" if speed is not None else ""
+        self.intro = (f"I continue from the leader, candidate #{leader.get('number', 1)} ({where}{shown}): its "
+                      f"setting is measured already, so I do not submit it again; I go on in the {self.focus} layer.")
 
     # -- the step ---------------------------------------------------------------------------
 
@@ -263,6 +311,9 @@ class OfflineAgent(Agent):
             return self._measured_step(feedback)
         self._learn(feedback)
         words = [self._hear(m) for m in feedback.messages]
+        if self.intro:
+            words.insert(0, self.intro)
+            self.intro = ""
         if not self.started:
             self.started = True
             knobs = knobs_from_mapping(self.best)
@@ -345,7 +396,8 @@ class OfflineAgent(Agent):
         measures a setting twice, leaves a layer at its own plateau for the next one the
         diagnosis ranks, and declares done only when every layer was tried from the leader."""
         self._learn(feedback)
-        words = []
+        words = [self.intro] if self.intro else []
+        self.intro = ""
         for m in feedback.messages:
             before = self.focus
             words.append(self._hear(m))
@@ -376,6 +428,13 @@ class OfflineAgent(Agent):
             chosen = adopt[: self.settings.batch]
             words.append("From the board, on my leader: " + "; ".join(f"{k}={v}" if v else k for _, _, k, v in chosen))
             return self._submit(words, chosen, "measured: worked in another agent's lineage (the board)")
+        taught = self._lesson_moves(self.focus if self.steered else None)
+        if taught:
+            self.declared = False
+            setting, layer, knob, value, prior = taught[0]
+            words.append(f"A lesson (#{prior['id']}) says {knob}={value} paid off {prior['ratio']:.3f}x from a "
+                         f"leader like mine ({prior['count']} time(s)); I measure it here.")
+            return self._submit(words, [(setting, layer, knob, value)], self._lesson_expectation(prior))
         fresh = self._ordered_untried(self.focus)
         if not fresh or self.since_gain >= self.settings.patience:
             if self.focus not in self.visited:
@@ -640,10 +699,67 @@ class OfflineAgent(Agent):
                 f"({fastest['speedup']:.2f}x, the campaign leader) and go on in {self.focus}.")
 
     def _known(self, setting: Knobs) -> bool:
-        """Measured here, or elsewhere in the campaign (the board), or being measured there:
-        never measured again."""
+        """Measured here, or elsewhere in the campaign (the board), or being measured there, or
+        measured from this very leader in an earlier session and found not to pay off (a
+        lesson's evidence): never measured again."""
         slug = setting.slug()
-        return slug in self.tried or slug in self.board_measured or slug in self.board_pending
+        if slug in self.tried or slug in self.board_measured or slug in self.board_pending:
+            return True
+        seen = self._lesson_outcomes().get(slug)
+        return seen is not None and (bool(seen.get("broke")) or not (seen.get("ratio") or 0) > 1 + LESSON_NOISE)
+
+    # -- lessons (lessons/: what earlier sessions measured) --------------------------------------
+
+    def _lesson_fits(self, prior: dict[str, Any]) -> bool:
+        """Seen on this architecture (once the profile names it) from the values this leader holds."""
+        if self.arch and prior.get("arch") and not self.arch.startswith(str(prior["arch"])):
+            return False
+        return all(self.best.get(k) == v[0] for k, v in prior["changes"].items())
+
+    def _lesson_setting(self, prior: dict[str, Any]) -> Knobs | None:
+        try:
+            return knobs_from_mapping({**self.best, **{k: v[1] for k, v in prior["changes"].items()}}).validate()
+        except (KnobError, TypeError, ValueError):
+            return None
+
+    def _lesson_outcomes(self) -> dict[str, dict[str, Any]]:
+        """The leader's neighbours a lesson measured from this exact leader: slug -> outcome."""
+        key = setting_hash(self.best) if self.priors else ""
+        if self._outcomes[0] != key:
+            found: dict[str, dict[str, Any]] = {}
+            for prior in self.priors:
+                seen = [m for m in prior.get("measured", []) if m.get("parent") == key]
+                if not seen or not self._lesson_fits(prior):
+                    continue
+                setting = self._lesson_setting(prior)
+                if setting is not None:
+                    found[setting.slug()] = {"lesson": prior["id"], **seen[-1]}
+            self._outcomes = (key, found)
+        return self._outcomes[1]
+
+    def _lesson_moves(self, layer: str | None = None) -> list[tuple[Knobs, str, str, str, dict[str, Any]]]:
+        """Changes a lesson says paid off from a leader like this one (same values before the change,
+        same architecture), in the lessons' order (expected gain x confidence x fit); only settings
+        never measured, and inside `layer` when a question chose it."""
+        out = []
+        for prior in self.priors:
+            if prior["ratio"] <= 1 + LESSON_NOISE or prior["confidence"] < PRIOR_MIN_CONFIDENCE:
+                continue
+            if not self._lesson_fits(prior) or (layer and layer not in prior.get("layers", [])):
+                continue
+            setting = self._lesson_setting(prior)
+            if setting is None or setting.to_dict() == self.best or self._known(setting):
+                continue
+            knob = ", ".join(prior["changes"])
+            value = str(getattr(setting, knob)) if len(prior["changes"]) == 1 else ""
+            where = (prior.get("layers") or ["lessons"])[0]
+            out.append((setting, where, knob, value, prior))
+        return out
+
+    def _lesson_expectation(self, prior: dict[str, Any]) -> str:
+        return (f"lesson #{prior['id']}: {', '.join(f'{k} {v[0]}->{v[1]}' for k, v in prior['changes'].items())} "
+                f"paid off {prior['ratio']:.3f}x over its parent in earlier sessions ({prior['count']} time(s), "
+                f"confidence {prior['confidence']:.2f}); expected gain: about {prior['ratio']:.2f}x")
 
     def _board_adoptions(self) -> list[tuple[Knobs, str, str, str]]:
         """The changes that led or improved elsewhere (best gain first), applied to this agent's
@@ -740,3 +856,4 @@ class OfflineAgent(Agent):
         self.profiled = str(state.get("profiled", ""))
         self.visited = [str(x) for x in state.get("visited", [])]
         self.steered = bool(state.get("steered", False))
+        self.intro = ""  # a restored agent has said it already

@@ -20,9 +20,11 @@ import logging
 import threading
 import time
 import traceback
+from dataclasses import replace
 from typing import Any
 
 from app.domain.kernel_names import kernel_source
+from app.domain.lessons import session_knowledge
 from app.domain.lifecycle import FINAL_STATES
 from app.domain.sessions import (
     budget_of,
@@ -56,9 +58,18 @@ from app.engine.tools.table import ACTING_TOOLS, WORKSPACE_TOOL_SPECS, dispatch
 from app.services import evaluation as ev
 from app.services.context import ServerContext
 from app.store.events import LiveNote
-from app.store.models import EVALUATING, FAILED, PAUSED, PYTHON_CPU, QUEUED, RUNNING, SteeringSession
+from app.store.models import EVALUATING, FAILED, PAUSED, PYTHON_CPU, QUEUED, RUNNING, Candidate, SteeringSession
 
 log = logging.getLogger("socratic.runner")
+
+
+def starting_leader(leader: Candidate | None) -> dict[str, Any] | None:
+    """The session's leader as the agent is told of it when it starts (a fork's starting
+    candidate: app/engine/fork.py); None without one."""
+    if leader is None:
+        return None
+    return {"number": leader.number, "title": leader.title, "source": leader.source, "speedup": leader.speedup,
+            "visible_speedup": leader.visible_speedup, "origin": leader.verdict_reason}
 
 
 class SessionRunner:
@@ -111,6 +122,7 @@ class SessionRunner:
             self._fail(f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=8))
         finally:
             self._cancel_unfinished_candidates()
+            self.ctx.lessons.schedule(self.session_id)  # the session's end: its lessons, in the background
             if agent is not None:
                 try:
                     await agent.close()
@@ -124,6 +136,11 @@ class SessionRunner:
                 log.warning("session %s is read-only (imported); its runner does not start", self.session_id)
                 raise Stopped
             task = self._task(session)
+            knowledge = session_knowledge(u.db, session, [str(x.get("category", "")) for x in task.visible_scenarios],
+                                          self.ctx.settings.lessons_prompt_tokens)
+            leader = u.db.get(Candidate, session.leader_id) if session.leader_id else None
+            task = replace(task, knowledge=knowledge.prompt, priors=knowledge.priors, leader=starting_leader(leader))
+            u.record(session, "knowledge", knowledge.event())
             self.state = RunnerState.load(session)
             pipeline = CandidatePipeline(self.ctx, self.session_id, self.state, self.cancel)
             self.tools = ToolContext(self.session_id, self.ctx, self.state, self.cancel, task, pipeline)

@@ -23,7 +23,7 @@ def visible_results(report: EvaluationReport) -> dict[str, Any]:
     return {
         "compiled": report.compile.ok,
         "compile_log": report.compile.log[-4000:] if not report.compile.ok else "",
-        "visible": {"passed": visible.passed, "scenarios": visible.scenarios,
+        "visible": {"passed": visible.passed, "scenarios": visible.scenarios, "timed": visible.timed,
                     "geomean_vs_baseline": visible.vs_baseline,
                     "geomean_vs_peers": visible.vs_peers},
         "hidden": {"passed": sum(r.passed for r in hidden), "scenarios": len(hidden)},
@@ -45,8 +45,10 @@ def describe_evaluation(c: Candidate, view: dict[str, Any]) -> str:
         lines.append("It did not compile:")
         lines.append(view["compile_log"])
         return "\n".join(lines)
+    over = (f" over the {vis['timed']} where the baseline was timed"
+            if vis["geomean_vs_baseline"] is not None and vis.get("timed", vis["scenarios"]) < vis["scenarios"] else "")
     lines.append(f"Visible scenarios: {vis['passed']}/{vis['scenarios']} passed, geomean "
-                 f"{fmt(vis['geomean_vs_baseline'])} vs baseline.")
+                 f"{fmt(vis['geomean_vs_baseline'])} vs baseline{over}.")
     if hid["scenarios"]:
         lines.append(f"Hidden scenarios (not shown to you): {hid['passed']}/{hid['scenarios']} passed.")
     for row in view["scenarios"]:

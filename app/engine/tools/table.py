@@ -7,19 +7,22 @@ from app.engine.agents.base import (
     LIST_CANDIDATES,
     PROFILE,
     READ_CANDIDATE,
+    READ_LESSONS,
     ToolCall,
     ToolError,
     ToolResult,
 )
-from app.engine.tools import board, candidates, profile, workspace
+from app.engine.tools import board, candidates, lessons, profile, workspace
 from app.engine.tools.base import Tool, ToolContext, refused
 
-TOOLS: dict[str, Tool] = {t.name: t for t in (*candidates.TOOLS, *workspace.TOOLS, *board.TOOLS, *profile.TOOLS)}
+TOOLS: dict[str, Tool] = {t.name: t for t in (*candidates.TOOLS, *workspace.TOOLS, *board.TOOLS, *profile.TOOLS,
+                                                *lessons.TOOLS)}
 
 # What a model-driven agent (Claude, an MCP client) is offered, in the order it reads them.
 WORKSPACE_TOOLS: list[Tool] = [TOOLS[name] for name in (
     workspace.READ_KERNEL, workspace.WRITE_KERNEL, workspace.EDIT_KERNEL, workspace.EVALUATE,
-    LIST_CANDIDATES, READ_CANDIDATE, workspace.READ_FINDINGS, PROFILE, workspace.CONSULT_BANK, board.READ_BOARD,
+    LIST_CANDIDATES, READ_CANDIDATE, workspace.READ_FINDINGS, PROFILE, workspace.CONSULT_BANK, READ_LESSONS,
+    board.READ_BOARD,
     DECLARE_DONE,
 )]
 WORKSPACE_TOOL_SPECS = [t.spec() for t in WORKSPACE_TOOLS]

@@ -27,13 +27,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def app_command_registrars() -> list[Callable[[argparse._SubParsersAction], None]]:
-    """Server-side command groups (serve, db, bank, trace, campaign), each in its own module."""
+    """Server-side command groups (serve, db, bank, trace, campaign, lessons), each in its own module."""
     from app.faces.commands.bank import add_commands as add_bank_commands
     from app.faces.commands.campaign import add_commands as add_campaign_commands
+    from app.faces.commands.lessons import add_commands as add_lessons_commands
     from app.faces.commands.serve import add_commands as add_server_commands
     from app.faces.commands.trace import add_commands as add_trace_commands
 
-    return [add_server_commands, add_bank_commands, add_trace_commands, add_campaign_commands]
+    return [add_server_commands, add_bank_commands, add_trace_commands, add_campaign_commands, add_lessons_commands]
 
 
 def main(argv: list[str] | None = None) -> int:

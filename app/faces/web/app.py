@@ -24,8 +24,12 @@ from app.faces.web import (
     downloads,
     first_run,
     identity,
+    lessons_api,
+    lessons_pages,
+    mcp_page,
     pages,
     render,
+    session_list,
     workbench,
     ws,
 )
@@ -79,11 +83,15 @@ def create_app(settings: Settings | None = None, *, devices: DeviceQueue | None 
     app.include_router(audit_routes.api_router)
     app.include_router(bank_api.router)
     app.include_router(bank_pages.router)
+    app.include_router(lessons_api.router)
+    app.include_router(lessons_pages.router)
     app.include_router(workbench.router)
     app.include_router(workbench.api_router)
     app.include_router(downloads.router)
     app.include_router(first_run.router)
     app.include_router(identity.router)
+    app.include_router(session_list.router)
+    app.include_router(mcp_page.router)
     app.state.mcp = mcp
     app.router.routes.append(mcp.route())
     app.include_router(mcp_web.router)

@@ -15,14 +15,16 @@ from app.domain.audit import trace_io
 from app.domain.audit.compare import LeaderStats, leader_stats
 from app.domain.audit.heatmap import candidate_heatmap
 from app.domain.audit.lineage import build_lineage, kernel_diff, parse_ref
+from app.domain.audit.ratios import retime_words
 from app.domain.audit.record import AuditRecord, load_record
 from app.domain.audit.summary import audit_summary
 from app.domain.audit.timeline import FILTER_KINDS, counts_by_kind, filter_timeline, timeline
+from app.domain.campaigns.trace import campaign_trace_limit, import_campaign, is_campaign_trace
 from app.domain.sessions import Invalid, NotFound, stored_report
 from app.faces.web import render
 from app.faces.web.audit_charts import overview_context
 from app.faces.web.deps import get_ctx
-from app.faces.web.page_check import session_pages
+from app.faces.web.page_check import campaign_pages, session_pages
 
 router = APIRouter(include_in_schema=False)
 api_router = APIRouter(prefix="/api", tags=["audit"])
@@ -117,8 +119,10 @@ def audit_candidate(request: Request, session_id: int, number: int) -> HTMLRespo
         raise NotFound(f"session {session_id} has no candidate #{number}")
     parent = record.parent_of(c)
     entries = filter_timeline(timeline(record), candidate=number)
+    retimes = [e for e in record.evaluations if e.candidate_id == c.id and e.purpose == "retime"]
     return _page(request, "audit/candidate.html", record, "lineage", c=c, parent=parent,
-                 heatmap=candidate_heatmap(record, c), entries=entries)
+                 heatmap=candidate_heatmap(record, c), entries=entries,
+                 retime=retime_words(retimes[-1] if retimes else None))
 
 
 @router.get("/sessions/{session_id}/audit/trace.jsonl")
@@ -137,6 +141,8 @@ def import_form(request: Request) -> HTMLResponse:
 
 @router.post("/traces/import", response_class=HTMLResponse)
 async def import_upload(request: Request) -> Response:
+    """A session trace becomes a read-only session; a campaign trace (format "socratic-campaign",
+    app/domain/campaigns/trace.py) a read-only campaign with its member sessions."""
     form = await request.form()
     upload = form.get("trace")
     if upload is None or isinstance(upload, str):
@@ -144,26 +150,36 @@ async def import_upload(request: Request) -> Response:
     limit = get_ctx(request).settings.trace_max_bytes
     data = await upload.read(limit + 1)
     try:  # decompressing a large trace must not hold up the event loop either
-        text = await asyncio.to_thread(trace_io.trace_text, data, limit)
+        trace_io.check_size(len(data), limit)
+        # a campaign's members may decompress to more (docs/campaigns.md); a session's is checked below
+        text = await asyncio.to_thread(trace_io.trace_text, data, campaign_trace_limit(limit))
+        campaign = is_campaign_trace(text)
+        if not campaign:
+            trace_io.check_size(len(text.encode("utf-8")), limit)
     except trace_io.TraceTooLarge as exc:
         return _import_error(request, str(exc), 413)
     except trace_io.TraceFormatError as exc:
         return _import_error(request, str(exc))
     database = get_ctx(request).database
+    name = (upload.filename or "")[:200]
 
-    def store() -> int:
+    def store() -> str:
         with database.session() as db:
-            session = trace_io.import_trace_once(db, text, (upload.filename or "")[:200], session_pages)
+            if campaign:
+                imported = import_campaign(db, text, name, session_pages, campaign_pages)
+                db.commit()
+                return f"/campaigns/{imported.id or 0}"
+            session = trace_io.import_trace_once(db, text, name, session_pages)
             db.commit()
-            return session.id or 0
+            return f"/sessions/{session.id or 0}/audit"
 
     try:
-        session_id = await asyncio.to_thread(store)  # a large trace must not hold up the event loop
+        where = await asyncio.to_thread(store)  # a large trace must not hold up the event loop
     except trace_io.TraceAlreadyImported as exc:
         return _import_error(request, str(exc), 409)
     except trace_io.TraceFormatError as exc:
         return _import_error(request, str(exc))
-    return RedirectResponse(f"/sessions/{session_id}/audit", status_code=303)
+    return RedirectResponse(where, status_code=303)
 
 
 def _import_error(request: Request, message: str, status: int = 422) -> HTMLResponse:

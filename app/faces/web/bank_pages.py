@@ -18,6 +18,7 @@ from app.domain.bank_actions import answered_trigger, promotable, promote, sessi
 from app.domain.sessions import Invalid, NotFound, get_session
 from app.faces.web import render
 from app.faces.web.bank_api import embedder_for, question_or_404
+from app.faces.web.bank_evidence import use_rows
 from app.faces.web.bank_schemas import AutoAskIn, PromoteIn
 from app.faces.web.deps import Ctx, Db, Steer
 from app.faces.web.identity import author_of
@@ -72,9 +73,12 @@ def _bank_page(request: Request, ctx: ServerContext, *, notice: str = "", errors
     with ctx.database.session() as db:
         context = _results(db, f, embedder)
         table = evidence_table(db)
+        # each evidence row's uses as a table (the knob record a campaign's instruction carries as lines)
+        row_uses = {r.last_use_id: use_rows(db, r.uses, r.text) for r in (*table.rows, *table.unbanked)}
         recent = promotable(db)
         active = list_questions(db, status=Status.ACTIVE.value)
-    return page(request, "bank.html", status_code, **context, table=table, recent=recent, active=active,
+    return page(request, "bank.html", status_code, **context, table=table, row_uses=row_uses, recent=recent,
+                active=active,
                 notice=notice or request.query_params.get("notice", "")[:300], errors=errors or {},
                 form=form or {}, import_errors=import_errors or [])
 
@@ -138,7 +142,7 @@ async def question_page(request: Request, question_id: int, ctx: Ctx) -> HTMLRes
 
 def _question_page(request: Request, db: Session, q: BankQuestion, *, errors: dict[str, str] | None = None,
                    form: dict[str, Any] | None = None, status_code: int = 200) -> HTMLResponse:
-    uses = uses_of_question(db, q.id or 0)
+    uses = use_rows(db, uses_of_question(db, q.id or 0), q.text)
     merged_into = get_question(db, q.merged_into_id) if q.merged_into_id else None
     merged_from = questions_merged_into(db, q.id or 0)
     stats = question_evidence(db).get(q.id or 0)

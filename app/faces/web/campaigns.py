@@ -21,6 +21,7 @@ from app.domain.campaigns.views import campaign_view, list_campaigns
 from app.domain.sessions import Conflict, Invalid
 from app.engine.campaigns import create_campaign
 from app.faces.web import render
+from app.faces.web.campaign_tree import tree_layout
 from app.faces.web.deps import Ctx, Db, Steer
 from app.faces.web.page_check import campaign_pages, session_pages
 
@@ -168,11 +169,11 @@ async def act_from_form(campaign_id: int, action: str, steer: Steer) -> Response
 async def campaign_page(request: Request, campaign_id: int, db: Db) -> HTMLResponse:
     view = campaign_view(db, campaign_id)
     return render.TEMPLATES.TemplateResponse(request, "campaign.html",
-                                             {"v": view, "tree": render.tree_layout(view.tree)})
+                                             {"v": view, "tree": tree_layout(view.tree)})
 
 
 @pages.get("/campaigns/{campaign_id}/live", response_class=HTMLResponse)
 async def campaign_live(request: Request, campaign_id: int, db: Db) -> HTMLResponse:
     view = campaign_view(db, campaign_id)
     return render.TEMPLATES.TemplateResponse(request, "fragments/campaign_live.html",
-                                             {"v": view, "tree": render.tree_layout(view.tree)})
+                                             {"v": view, "tree": tree_layout(view.tree)})

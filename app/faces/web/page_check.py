@@ -19,6 +19,7 @@ from app.domain.campaigns.views import campaign_view
 from app.domain.sessions import session_view
 from app.faces.web import render
 from app.faces.web.audit_charts import overview_context
+from app.faces.web.campaign_tree import tree_layout
 from app.store.campaign_models import Campaign
 from app.store.models import SteeringSession
 
@@ -59,7 +60,7 @@ def campaign_pages(db: Session, campaign: Campaign) -> None:
     """Draw an imported campaign's page, live view and board."""
     clock = _Clock(f"campaign {campaign.title!r}")
     view = campaign_view(db, campaign.id or 0)
-    tree = render.tree_layout(view.tree)
+    tree = tree_layout(view.tree)
     render.render("campaign.html", v=view, tree=tree, request=None)
     render.render("fragments/campaign_live.html", v=view, tree=tree, request=None)
     view.to_dict()

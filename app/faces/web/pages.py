@@ -12,15 +12,13 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
 from app.domain.audit.diff_view import diff_rows
+from app.domain.audit.ratios import evaluation_view
 from app.domain.profiles import candidate_profile
 from app.domain.schemas import ActionIn, BudgetIn, SessionCreate, ThresholdsIn
 from app.domain.sessions import (
     Invalid,
     candidate_by_number,
-    count_rows,
     evaluations_of,
-    leader_basis,
-    list_sessions,
     parent_of,
     resume,
     session_view,
@@ -34,8 +32,8 @@ from app.faces.web import render
 from app.faces.web.deps import Ctx, Steer, get_ctx
 from app.faces.web.first_run import example_traces
 from app.faces.web.security import COOKIE
+from app.faces.web.session_list import filters_of, session_list
 from app.store.events import events_after
-from app.store.models import Candidate, Intervention
 from kernels.attention.family.space import LAYERS as FAMILY_LAYERS
 
 router = APIRouter(include_in_schema=False)
@@ -55,15 +53,12 @@ async def dashboard(request: Request) -> HTMLResponse:
 async def _dashboard(request: Request, form: dict[str, Any] | None = None, error: str = "",
                      status_code: int = 200) -> HTMLResponse:
     ctx = get_ctx(request)
-    with ctx.database.session() as db:
-        rows = [{"session": s, "goal": goals.describe(s.goal_metric, s.goal_target),
-                 "candidates": count_rows(db, Candidate, s.id or 0),
-                 "interventions": count_rows(db, Intervention, s.id or 0),
-                 "basis": leader_basis(db, s)} for s in list_sessions(db)]
+    with ctx.database.session() as db:  # grouped by campaign, filtered, sorted (app/faces/web/session_list.py)
+        listing = session_list(db, filters_of(request.query_params))
     scripts = [s for s in BUILTIN_SCRIPTS.values()
                if s.candidate_kind == "cuda" or ctx.settings.allow_python_candidates]
     gpu = await ctx.devices.gpu_available()
-    return page(request, "dashboard.html", status_code, rows=rows, agents=available_agents(), scripts=scripts,
+    return page(request, "dashboard.html", status_code, **listing, agents=available_agents(), scripts=scripts,
                 default_agent=ctx.settings.default_agent, layers=FAMILY_LAYERS, default_model=DEFAULT_MODEL,
                 metrics=goals.GOAL_METRICS, thresholds=ThresholdsIn(), form=form or {}, error=error,
                 default_script="gpu-demo" if gpu or not ctx.settings.allow_python_candidates else "cpu-demo",
@@ -169,11 +164,12 @@ async def candidate_page(request: Request, session_id: int, number: int) -> HTML
         view = session_view(db, session_id)
         c = candidate_by_number(db, session_id, number)
         parent = parent_of(db, c)
-        evaluations = list(evaluations_of(db, c.id or 0))
+        evaluations = [evaluation_view(e) for e in evaluations_of(db, c.id or 0)]
         profile = candidate_profile(db, c)
     diff = diff_rows(parent.source, c.source) if parent else []
+    retime = next((v for v in reversed(evaluations) if v.purpose == "retime"), None)
     return page(request, "candidate.html", s=view.session, c=c, parent=parent, evaluations=evaluations, diff=diff,
-                profile=profile)
+                profile=profile, retime=retime)
 
 
 @router.get("/api", response_class=HTMLResponse)

@@ -1,5 +1,6 @@
 """Server-side rendering: the Jinja environment (autoescaping every agent- and kernel-provided
-text), the htmx fragments pushed over websockets, the speedup chart as SVG, and diffs."""
+text), the htmx fragments pushed over websockets, the speedup chart as SVG, and diffs (the
+campaign tree: app/faces/web/campaign_tree.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from typing import Any
 from fastapi.templating import Jinja2Templates
 from sqlmodel import Session
 
-from app.domain.audit.compare import PEER_MAX_AGE_S
+from app.domain.audit.compare import PEER_MAX_AGE_S, peer_label
+from app.domain.audit.hidden import hidden_results
+from app.domain.audit.ratios import ratio_help
+from app.domain.audit.timeline import fork_extra, payload_items, rounded
 from app.domain.profiles import leader_profile
 from app.domain.progress import MAX_TICKS, ChartMark, ChartPoint, chart_data, nice_step
 from app.domain.sessions import SessionView, budget_of, budget_use, session_view
@@ -72,6 +76,13 @@ def make_templates() -> Jinja2Templates:
     templates.env.filters["pretty"] = _pretty
     templates.env.filters["epoch"] = _epoch
     templates.env.filters["cached_peer_note"] = _cached_peer_note
+    # events in words (app/domain/audit/timeline.py): numbers rounded, never a payload's raw JSON
+    templates.env.filters["rounded"] = rounded
+    templates.env.filters["payload_items"] = payload_items
+    templates.env.filters["fork_extra"] = fork_extra
+    # Every page names peers and says which way a ratio goes in the same words.
+    templates.env.globals["peer_label"] = peer_label
+    templates.env.globals["ratio_help"] = ratio_help
     return templates
 
 
@@ -139,30 +150,6 @@ def chart_svg(points: list[ChartPoint], marks: list[ChartMark], goal: float | No
     }
 
 
-# -- the campaign tree --------------------------------------------------------------------
-
-
-def tree_layout(tree: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """Positions for the SVG tree: one column per agent, one row per candidate in its session."""
-    agents: list[int] = []
-    for n in tree["nodes"]:
-        if n["session_id"] not in agents:
-            agents.append(n["session_id"])
-    pos = {}
-    nodes = []
-    for n in tree["nodes"]:
-        x = 70 + 150 * agents.index(n["session_id"])
-        y = 30 + 34 * (n["number"] - 1)
-        pos[n["id"]] = (x, y)
-        nodes.append({**n, "x": x, "y": y})
-    edges = [{**e, "x1": pos[e["from"]][0], "y1": pos[e["from"]][1], "x2": pos[e["to"]][0], "y2": pos[e["to"]][1]}
-             for e in tree["edges"] if e["from"] in pos and e["to"] in pos]
-    width = 140 + 150 * max(0, len(agents) - 1)
-    height = 60 + 34 * max((n["number"] for n in tree["nodes"]), default=1)
-    return {"nodes": nodes, "edges": edges, "width": width, "height": height,
-            "columns": [{"x": 70 + 150 * i, "session_id": sid} for i, sid in enumerate(agents)]}
-
-
 # -- fragments -----------------------------------------------------------------------------
 
 
@@ -188,6 +175,8 @@ def panel_context(db: Session, view: SessionView) -> dict[str, Any]:
         "pending": [i for i in view.interventions if i.status != DELIVERED],
         # what bounds the leader, beside the suggested questions (app/domain/profiles.py)
         "profile": leader_profile(db, s) if trigger is not None and s.status == PAUSED else None,
+        # hidden scenarios counted and aggregated beside "all" and "visible" (app/domain/audit/hidden.py)
+        "hidden": hidden_results(db, s.id or 0),
     }
 
 

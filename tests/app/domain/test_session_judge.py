@@ -76,6 +76,26 @@ def test_a_retime_where_the_leader_did_not_run_everywhere_keeps_the_leader() -> 
     assert "secret" not in hidden_only.reason
 
 
+
+def test_a_retime_leads_only_over_every_scenario_and_its_reason_says_how_many() -> None:
+    """The rule (docs/server.md, "The strict judge"): a re-time that timed the previous leader
+    on fewer than all the contender's correct scenarios -- some, or none -- never crowns it; the
+    reason counts what was timed. A re-time that timed all says so in the leader's reason."""
+    first = judge(report(("a", False, PASS, 3.0)), 2.0, True)
+    rows = [(f"s{i}", False, PASS, 1.09 if i < 7 else None) for i in range(10)]
+    partial = report(*rows)
+    for r in partial.scenarios[7:]:
+        r.flags = ["baseline not timed: the baseline returned cudaErrorInvalidValue (1)"]
+    kept = confirm(partial, first)
+    assert kept.verdict == BACKUP
+    assert kept.reason == ("the re-time is incomplete: the previous leader was not timed on 3 of 10 scenarios "
+                           "(first s7: baseline not timed: the baseline returned cudaErrorInvalidValue (1); "
+                           "timed on 7); the leader stays")
+    none = confirm(report(*[(f"s{i}", False, PASS, None) for i in range(3)]), first)
+    assert none.verdict == BACKUP and "not timed on 3 of 3 scenarios" in none.reason and "timed on 0" in none.reason
+    led = confirm(report(*[(f"s{i}", False, PASS, 1.09) for i in range(10)]), first)
+    assert led.verdict == LEADER and "1.090x over the previous leader on all 10 scenarios" in led.reason
+
 def test_a_first_verdict_on_a_partial_speedup_crowns_nothing() -> None:
     """The same rule for the baseline in the candidate's own run: a geomean over the scenarios
     where the baseline happened to run is not the candidate's speedup, and with no leader yet

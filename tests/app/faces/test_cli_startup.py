@@ -1,7 +1,9 @@
 """`socratic` starts fast for commands that need no GPU stack: `--help` and `bank export`
 import neither torch nor fastapi (lazy imports), measured in a fresh interpreter. The limit is
-on the process's own CPU time, 1 s for what takes about 0.4-0.7 s here: other work on a busy CI
-machine stretches the wall clock, not the work the command does (wall time stays under 5 s)."""
+on the process's own CPU time, 1.5 s for what takes about 0.9 s here (sqlalchemy and sqlmodel are
+most of it; importing torch alone costs more than the limit): other work on a busy CI machine, such
+as the second test worker, stretches the wall clock and a little of the CPU time, not the work the
+command does (wall time stays under 5 s)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from pathlib import Path
 from app.settings import PROJECT_ROOT
 
 ROOT = PROJECT_ROOT
-LIMIT_S = 1.0
+LIMIT_S = 1.5
 WALL_LIMIT_S = 5.0
 
 MEASURE = """

@@ -133,7 +133,7 @@ def test_the_bank_counts_the_imported_sessions(server: str, page: Any) -> None:
     from playwright.sync_api import expect
 
     page.goto(server + "/bank")
-    table = page.locator("#evidence-table tbody tr:not(.unbanked)")
+    table = page.locator("#evidence-table tr.evidence-row:not(.unbanked)")
     expect(table).to_have_count(7)  # the seven questions the bank asked in the steered session
     credited = [int(t) for t in table.locator("td:nth-child(5)").all_inner_texts()]
     assert credited == [1] * 7

@@ -53,6 +53,6 @@ def test_the_campaign_page_shows_the_leaderboard_board_and_tree_and_the_form_cre
             expect(page.locator("#leaderboard .leader-row")).to_have_count(2)
             expect(page.locator("#leaderboard")).to_contain_text("running")  # waiting for a GPU here
             page.click("#campaign-stop")
-            expect(page.locator("#leaderboard .badge.status-stopped")).to_have_count(2)
+            expect(page.locator("#leaderboard .member-state.state-stopped")).to_have_count(2)  # neutral, not red
         finally:
             browser.close()

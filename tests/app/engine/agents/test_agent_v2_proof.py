@@ -1,6 +1,7 @@
 """scripts/agent_v2_proof.py end to end on the CPU (`--cpu-standin`): three arms, each a session
 through a real server's HTTP API in its own process (the synthetic H100 as its evaluator), the
-leaders evaluated again, the traces exported and the table printed, labelled as a stand-in."""
+leaders evaluated again, the traces exported and the table printed, labelled as a stand-in. The
+third arm reads the lessons distilled from the first arm's trace (issue 46's memory measure)."""
 
 from __future__ import annotations
 
@@ -16,17 +17,20 @@ from tests.conftest import ROOT
 def test_the_proof_runs_every_arm_through_the_http_api_and_prints_the_table(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "scripts/agent_v2_proof.py", "--cpu-standin", "--out", str(tmp_path / "out"),
-         "--traces", str(tmp_path / "traces"), "--evaluations", "6", "--poll-s", "0.2"],
+         "--traces", str(tmp_path / "traces"), "--evaluations", "6", "--poll-s", "0.2",
+         "--arms", "autonomous,greedy,remembered"],
         cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "CPU STAND-IN" in out.stdout and "| arm | card |" in out.stdout
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     rows = {r["arm"]: r for r in summary["rows"]}
-    assert set(rows) == {"autonomous", "bank", "greedy"}
+    assert set(rows) == {"autonomous", "remembered", "greedy"}
     assert all(r["evaluations"] >= 6 and r["card"] == "synthetic H100" for r in rows.values())
     assert {rows["autonomous"]["strategy"], rows["greedy"]["strategy"]} == {"measured", "greedy"}
     # on the synthetic H100 the profile sends the measured agent to wgmma at once; greedy stays in tiling
     assert rows["autonomous"]["x_baseline"] > 1.5 * rows["greedy"]["x_baseline"]
+    assert rows["remembered"]["lessons_given"] > 0 and rows["remembered"]["lesson_moves"] > 0
+    assert rows["autonomous"]["lesson_moves"] == 0 and "memory: the first arm's final leader" in out.stdout
     for arm in rows:
         trace = (tmp_path / "traces" / f"cpu-standin-{arm}.jsonl.xz").read_bytes()
         lines = lzma.decompress(trace).decode().splitlines()
