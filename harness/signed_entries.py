@@ -15,8 +15,10 @@ from typing import Any
 
 from harness.caches import cache_root
 
-# The key of this process, once read: only executor-side code calls signing_key().
+# The key of this process, once read, and the file it was read from (the cache folder can change
+# within a process: SOCRATIC_CACHE_DIR set anew): only executor-side code calls signing_key().
 _KEY: bytes | None = None
+_KEY_AT: Path | None = None
 
 
 def key_path() -> Path:
@@ -24,23 +26,27 @@ def key_path() -> Path:
 
 
 def signing_key() -> bytes:
-    """The machine's cache key, made on first use (32 random bytes, 0600)."""
-    global _KEY
-    if _KEY is None:
-        path = key_path()
-        try:
-            _KEY = bytes.fromhex(path.read_text().strip())
-        except (OSError, ValueError):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            key = secrets.token_bytes(32)
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "w") as f:
-                    f.write(key.hex())
-                _KEY = key
-            except FileExistsError:  # another process made it meanwhile
-                _KEY = bytes.fromhex(path.read_text().strip())
+    """The cache folder's key, made on first use (32 random bytes, 0600)."""
+    global _KEY, _KEY_AT
+    path = key_path()
+    if _KEY is None or path != _KEY_AT:
+        _KEY, _KEY_AT = _read_or_make(path), path
     return _KEY
+
+
+def _read_or_make(path: Path) -> bytes:
+    try:
+        return bytes.fromhex(path.read_text().strip())
+    except (OSError, ValueError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_bytes(32)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(key.hex())
+            return key
+        except FileExistsError:  # another process made it meanwhile
+            return bytes.fromhex(path.read_text().strip())
 
 
 def _mac(entry: dict[str, Any], key: bytes) -> str:

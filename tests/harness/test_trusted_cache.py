@@ -87,3 +87,17 @@ def test_a_cached_peer_time_the_worker_reports_is_replaced_by_the_executors_copy
     lied.speedup_vs_peers["cudnn"] = 20.0
     trusted_cache.keep(again, [lied], dict(DEVICE), [])
     assert lied.peers["cudnn"].time_ms == 0.5 and lied.speedup_vs_peers["cudnn"] == 2.0
+
+
+def test_a_process_whose_cache_folder_changes_signs_with_the_new_folders_key(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A long-lived process (a test worker, a server whose SOCRATIC_CACHE_DIR is set anew) must not
+    # keep signing with the key of the folder it first read: entries there would never verify.
+    monkeypatch.setenv("SOCRATIC_CACHE_DIR", str(tmp_path / "a"))
+    first = signed_entries.signing_key()
+    monkeypatch.setenv("SOCRATIC_CACHE_DIR", str(tmp_path / "b"))
+    second = signed_entries.signing_key()
+    assert second != first
+    assert signed_entries.key_path().read_text().strip() == second.hex()
+    monkeypatch.setenv("SOCRATIC_CACHE_DIR", str(tmp_path / "a"))
+    assert signed_entries.signing_key() == first

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from app.settings import PROJECT_ROOT
 
 ROOT = PROJECT_ROOT
@@ -40,6 +42,7 @@ def run_command(*argv: str) -> dict[str, object]:
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
+@pytest.mark.serial
 def test_help_starts_without_torch_or_fastapi() -> None:
     result = run_command("--help")
     assert result["code"] == 0
@@ -47,6 +50,7 @@ def test_help_starts_without_torch_or_fastapi() -> None:
     assert float(result["cpu"]) < LIMIT_S and float(result["s"]) < WALL_LIMIT_S, result  # type: ignore[arg-type]
 
 
+@pytest.mark.serial  # a bound on CPU time: measured with no other test worker beside it
 def test_bank_export_starts_without_torch_or_fastapi(tmp_path: Path) -> None:
     argv = ("bank", "export", "--data-dir", str(tmp_path), "--out", str(tmp_path / "bank.yaml"))
     first = run_command(*argv)  # makes the database: migrations and the starter bank, once
