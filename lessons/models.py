@@ -87,7 +87,13 @@ def check_lesson(situation: dict[str, Any], action: dict[str, Any]) -> None:
         raise LessonError("a lesson needs a situation: at least the architecture and the problem it was seen on")
     if not isinstance(action, dict) or action.get("kind") not in ("knobs", "edit"):
         raise LessonError("a lesson needs an action: a knob change or a summary of an edit")
-    if action["kind"] == "knobs" and not action.get("changes"):
+    changes = action.get("changes")
+    if action["kind"] == "knobs" and not changes:
         raise LessonError("a knob action names at least one knob and its values before and after")
-    if action["kind"] == "edit" and not (action.get("summary") or "").strip():
+    if action["kind"] == "knobs" and not (isinstance(changes, dict) and all(
+            isinstance(k, str) and isinstance(v, list) and len(v) == 2 for k, v in changes.items())):
+        raise LessonError("a knob action's changes map each knob's name to [before, after]")
+    if not isinstance(action.get("layers", []), list):
+        raise LessonError("an action's layers are a list")
+    if action["kind"] == "edit" and not (isinstance(action.get("summary"), str) and action["summary"].strip()):
         raise LessonError("an edit action needs a summary of the diff")

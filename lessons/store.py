@@ -166,6 +166,10 @@ def parse_lessons(text: str, fmt: str) -> list[dict[str, Any]]:
         unknown = sorted(set(r) - set(PORTABLE))
         if unknown:
             raise LessonError(f"{where}: unknown field(s) {', '.join(unknown)}")
+        if not isinstance(r.get("tags", []), list) or not all(isinstance(t, str) for t in r.get("tags", [])):
+            raise LessonError(f"{where}: tags are a list of texts")
+        if not isinstance(r.get("text", ""), str):
+            raise LessonError(f"{where}: text is a text")
         try:
             check_lesson(r["situation"], r["action"])
         except LessonError as exc:

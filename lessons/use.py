@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kernels.attention.family import KNOB_LAYER
 from lessons.distill import NOISE, action_words
 from lessons.models import Lesson, Status
 from lessons.search import LessonHit, Situation, fit
@@ -37,6 +38,16 @@ def _line(lesson: Lesson) -> str:
             f"{holds}" + (f"; hurt on {fails}" if fails else "") + ".")
 
 
+def speaks_the_family(lesson: Lesson) -> bool:
+    """A knob lesson whose knobs are the family's and whose values are short plain values: only
+    such words reach a model's prompt (an imported file is a person's text, not the family's)."""
+    changes = (lesson.action or {}).get("changes")
+    if (lesson.action or {}).get("kind") != "knobs" or not isinstance(changes, dict):
+        return False
+    return all(k in KNOB_LAYER and isinstance(v, list) and all(
+        isinstance(x, bool | int | str) and len(str(x)) <= 24 for x in v) for k, v in changes.items())
+
+
 @dataclass(frozen=True)
 class PromptSection:
     text: str
@@ -45,14 +56,14 @@ class PromptSection:
 
 
 def prompt_section(lessons: Sequence[Lesson], situation: Situation, budget: int = PROMPT_TOKENS) -> PromptSection:
-    """The few lessons a model's prompt carries: active, confident, paid off, and covering the task
-    (architecture and problem match, held on a category the task measures); best first, whole
-    lines only, under `budget` tokens."""
+    """The few lessons a model's prompt carries: active, confident, paid off, knob changes of the
+    family (`speaks_the_family`), and covering the task (architecture and problem match, held on a
+    category the task measures); best first, whole lines only, under `budget` tokens."""
     chosen = []
     for lesson in lessons:
         if lesson.status != Status.ACTIVE.value or lesson.confidence < PROMPT_MIN_CONFIDENCE:
             continue
-        if lesson.ratio <= 1 + NOISE:
+        if lesson.ratio <= 1 + NOISE or not speaks_the_family(lesson):
             continue
         score, _ = fit(lesson, situation)
         if score <= 0.5 if situation.categories else score <= 0:

@@ -112,3 +112,28 @@ def test_evidence_numbers_from_a_file_are_checked_before_anything_is_written(
             import_lessons(db, json.dumps(record), "jsonl")
         assert db.exec(select(func.count()).select_from(Lesson)).one() == 0
     fresh.dispose()
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"action": {"kind": "knobs", "changes": {"stages": 3}}}, "map each knob's name to \\[before, after\\]"),
+    ({"action": {"kind": "knobs", "changes": {"stages": [1, 2]}, "layers": "memory"}}, "layers are a list"),
+    ({"action": {"kind": "edit", "summary": 5}}, "needs a summary"),
+    ({"tags": "fast"}, "tags are a list of texts"),
+    ({"text": ["words"]}, "text is a text"),
+])
+def test_a_record_of_the_wrong_shape_is_refused_by_name(
+        tmp_path: Path, change: dict[str, object], message: str, database_backend: str) -> None:
+    if database_backend == "postgresql":
+        pytest.skip("the file is refused before a database is touched: once is enough")
+    db1 = database(tmp_path, "sqlite")
+    with db1.session() as db:
+        distill_files(db, SOME[:1])
+        db.commit()
+        record = json.loads(export_lessons(db, "jsonl").splitlines()[0])
+    db1.dispose()
+    fresh = database(tmp_path, "sqlite", "fresh")
+    with fresh.session() as db:
+        with pytest.raises(LessonError, match=f"line 1: .*{message}"):
+            import_lessons(db, json.dumps({**record, **change}), "jsonl")
+        assert db.exec(select(func.count()).select_from(Lesson)).one() == 0
+    fresh.dispose()
