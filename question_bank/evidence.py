@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from harness.stats import geomean
+from harness.stats import geomean, geomean_interval
 from question_bank.models import Author, BankQuestion, BankUse, Kind, Status, as_utc, normalize_text
 
 DEFAULT_WINDOW = 5      # K: evaluations credited to a message
@@ -37,6 +37,7 @@ class EvidenceStats:
     hit_rate: float         # fraction of credited uses followed by a new leader
     best_gain: float        # largest single gain; 1.0 when none
     log_gain_sum: float     # sum of log gains, for shrinkage
+    interval: tuple[float, float] | None = None  # 95% interval of geomean_gain; None below 2 credited
 
     @property
     def shrunk_log_gain(self) -> float:
@@ -47,8 +48,9 @@ class EvidenceStats:
     def gain_percent(self) -> float:
         return (self.geomean_gain - 1.0) * 100.0
 
-    def to_dict(self) -> dict[str, float | int]:
+    def to_dict(self) -> dict[str, float | int | list[float] | None]:
         return {"uses": self.uses, "credited": self.credited, "geomean_gain": self.geomean_gain,
+                "interval": list(self.interval) if self.interval is not None else None,
                 "hit_rate": self.hit_rate, "best_gain": self.best_gain}
 
 
@@ -71,6 +73,7 @@ def stats_of(gains: Iterable[float | None]) -> EvidenceStats:
         hit_rate=sum(g > 1.0 + HIT_EPSILON for g in credited) / len(credited),
         best_gain=max(credited),
         log_gain_sum=sum(math.log(g) for g in credited),
+        interval=geomean_interval(credited),
     )
 
 
@@ -250,6 +253,36 @@ def record_evaluation(
     if credited and commit:
         session.commit()
     return credited
+
+
+def silent_gains(leaders: Sequence[float], messages: Iterable[int], silent: Iterable[int],
+                 window: int = DEFAULT_WINDOW) -> list[float | None]:
+    """The silent control's measure, by the rule messages are credited with: for each pause
+    resumed without a message after j evaluations, the leader after the latest evaluation of
+    j+1 .. j+K over the leader at j (None: no evaluation followed yet). The window ends where
+    the next message or the next silent resume reaches the agent, so no leader counts twice.
+
+    leaders[n]: the leader's speedup once n evaluations were judged (leaders[0] = 1.0, the
+    baseline); messages, silent: the evaluation counts at each delivery and each silent resume.
+    A silent resume at or inside a message's window (the latest message at i <= j < i + K) is
+    no control, the agent is still following that message, and is left out."""
+    if window < 1:
+        raise ValueError("the evidence window must be at least one evaluation")
+    delivered = sorted(set(messages))
+    quiet = sorted(set(silent))
+    boundaries = sorted(set(delivered) | set(quiet))
+    finished = len(leaders) - 1
+    gains: list[float | None] = []
+    for j in quiet:
+        latest = max((i for i in delivered if i <= j), default=None)
+        if latest is not None and j < latest + window:
+            continue
+        end = min([j + window, finished, *(b for b in boundaries if b > j)])
+        if end <= j or not 0 <= j < len(leaders):
+            gains.append(None)
+            continue
+        gains.append(leaders[end] / leaders[j])
+    return gains
 
 
 def credit_groups(uses: Iterable[BankUse]) -> list[list[BankUse]]:

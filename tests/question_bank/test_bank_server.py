@@ -234,3 +234,46 @@ def test_promoting_through_the_api_links_the_message_s_evidence(client: TestClie
     assert body["question"]["provenance"] == f"promoted by person from session {sid}, message {mid}"
     assert client.post("/api/bank/promote", json={"session_id": sid, "intervention_id": 999, "triggers": ["any"],
                                                   "layers": ["memory"]}).status_code == 404
+
+
+def test_a_pause_resumed_without_a_word_is_the_silent_control(client: TestClient) -> None:
+    steps = [submit("correct_5ms"), {"say": LIMIT, "list": True}, submit("correct_2ms"), {"say": "again", "list": True}]
+    s = cpu_session(client, steps, thresholds={"credit_window": 2})
+    sid = s["id"]
+    wait_status(client, sid, PAUSED)
+    before = client.get(f"/api/sessions/{sid}").json()["leader_speedup"]
+    assert client.get("/api/bank/evidence").json()["control"]["evidence"]["uses"] == 0
+    assert client.post(f"/api/sessions/{sid}/resume").status_code == 200  # no message
+    wait_for(client, sid, lambda st: st["evaluations"] >= 2 and st["status"] == PAUSED, what="the second evaluation")
+    after = client.get(f"/api/sessions/{sid}").json()["leader_speedup"]
+    ev = client.get("/api/bank/evidence").json()
+    control = ev["control"]
+    assert control["sessions"] == 1
+    assert control["evidence"]["uses"] == 1 and control["evidence"]["credited"] == 1
+    assert control["evidence"]["geomean_gain"] == pytest.approx(after / before) and after / before > 1.5
+    assert control["evidence"]["interval"] is None  # one pause: no interval
+    assert ev["overall"]["question"]["uses"] == 0  # a silent resume is no message
+    page = client.get("/bank").text
+    assert 'id="silent-control"' in page and "1 pause in 1 session" in page
+    assert f"{after / before:.3f}x" in page
+
+
+def test_the_bank_reads_each_shipped_question_against_the_shipped_silent_session(client: TestClient) -> None:
+    assert client.post("/examples/import", follow_redirects=False).status_code == 303
+    ev = client.get("/api/bank/evidence").json()
+    # examples/h200-offline-silent.jsonl: seven pauses resumed without a word, no new leader after any
+    control = ev["control"]
+    assert control["sessions"] == 1 and control["evidence"]["credited"] == 7
+    assert control["evidence"]["geomean_gain"] == pytest.approx(1.0) and control["evidence"]["hit_rate"] == 0.0
+    # the bank session's seven questions: a 1.037x geomean whose interval still holds the control's 1.000x
+    questions = ev["overall"]["question"]
+    assert questions["credited"] == 7 and questions["geomean_gain"] == pytest.approx(1.037, abs=5e-4)
+    low, high = questions["interval"]
+    assert low < 1.0 < high
+    page = client.get("/bank").text
+    assert "7 pauses in 1 session" in page and "vs silent" in page
+    assert 'class="evidence-row control-row"' in page
+    assert "1.114x" in page  # the best question's gain, and its ratio to a control of 1.000x
+    first = next(r for r in ev["questions"] if r["evidence"]["geomean_gain"] > 1.1)
+    question_page = client.get(f"/bank/questions/{first['question_id']}").text
+    assert "against the silent control" in question_page and "7 pauses resumed without a message" in question_page

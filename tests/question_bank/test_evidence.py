@@ -14,6 +14,7 @@ from question_bank.evidence import (
     question_evidence,
     record_evaluation,
     record_use,
+    silent_gains,
     stats_of,
     uses_of_session,
 )
@@ -147,3 +148,58 @@ def test_record_use_refuses_nonsense(db: Session) -> None:
         record_use(db, session_ref=1, text="x", author="ghost", eval_index=0, leader=1.0)
     with pytest.raises(ValueError, match="no bank question"):
         record_use(db, session_ref=1, text="x", eval_index=0, leader=1.0, question_id=999)
+
+
+# -- the silent control ----------------------------------------------------------------------
+
+LEADERS = [1.0, 2.0, 2.0, 2.0, 3.0, 3.0, 3.0, 3.0, 4.0, 4.0, 6.0]  # [n]: the leader after n evaluations
+
+
+def test_a_silent_resume_is_credited_like_a_message_over_its_next_k_evaluations() -> None:
+    # resumed after 2 evaluations: evaluations 3..5 (K=3) see the leader go 2.0 -> 3.0
+    assert silent_gains(LEADERS, [], [2], window=3) == [pytest.approx(1.5)]
+    # after 5: 6..8 -> 3.0 -> 4.0; after 8 with K=5: only 9 and 10 have been judged -> 4.0 -> 6.0
+    assert silent_gains(LEADERS, [], [5], window=3) == [pytest.approx(4 / 3)]
+    assert silent_gains(LEADERS, [], [8], window=5) == [pytest.approx(1.5)]
+    # no evaluation after it yet: counted, not credited
+    assert silent_gains(LEADERS, [], [10], window=3) == [None]
+    assert stats_of(silent_gains(LEADERS, [], [10], window=3)).credited == 0
+
+
+def test_a_silent_window_ends_at_the_next_resume_or_message_so_no_leader_counts_twice() -> None:
+    # resumes after 2 and after 3: the first owns evaluation 3 only (leader still 2.0),
+    # the second owns 4..8 and the leaders at 4 and 8 (2.0 -> 4.0)
+    assert silent_gains(LEADERS, [], [2, 3], window=5) == [pytest.approx(1.0), pytest.approx(2.0)]
+    # a message after 3 ends the silent window that began after 2 before the leader at 4
+    assert silent_gains(LEADERS, [3], [2], window=5) == [pytest.approx(1.0)]
+    # two resumes at the same point (paused again before any evaluation) are one
+    assert silent_gains(LEADERS, [], [2, 2], window=3) == [pytest.approx(1.5)]
+
+
+def test_a_resume_while_a_message_still_steers_the_agent_is_no_control() -> None:
+    # a message after 1 with K=3 covers evaluations 2..4: a resume after 2 or 3 is left out,
+    # one after 4 (the window has closed) counts, and one at the message's own point never does
+    assert silent_gains(LEADERS, [1], [2, 3], window=3) == []
+    assert silent_gains(LEADERS, [1], [1], window=3) == []
+    assert silent_gains(LEADERS, [1], [4], window=3) == [pytest.approx(1.0)]
+    # a later message cuts the earlier one's window: a resume after it is covered by it instead
+    assert silent_gains(LEADERS, [1, 5], [6], window=3) == []
+    with pytest.raises(ValueError, match="at least one evaluation"):
+        silent_gains(LEADERS, [], [1], window=0)
+
+
+def test_a_questions_evidence_carries_its_interval_from_two_credited_uses(db: Session) -> None:
+    qid = _q(db, "What bounds the kernel now?", ["measurement"])
+    for ref, after in (("a", 1.2), ("b", 1.5), ("c", None)):
+        record_use(db, session_ref=ref, text="What bounds the kernel now?", eval_index=0, leader=1.0)
+        if after is not None:
+            record_evaluation(db, session_ref=ref, eval_index=1, leader=after)
+    stats = question_evidence(db)[qid]
+    assert (stats.uses, stats.credited) == (3, 2)
+    assert stats.interval is not None
+    low, high = stats.interval
+    assert stats.geomean_gain == pytest.approx(math.sqrt(1.2 * 1.5))
+    assert low < stats.geomean_gain < high
+    assert stats.to_dict()["interval"] == [low, high]
+    one = stats_of([1.3])
+    assert one.interval is None and one.to_dict()["interval"] is None

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session, SQLModel, create_engine
 
+from app.domain.audit.evidence import pause_log
 from app.domain.audit.record import AuditRecord
 from app.domain.steering.triggers import Thresholds
 from app.store.models import INFORMATION, LEADER, QUESTION
@@ -84,6 +85,7 @@ class Attribution:
     interventions: list[InterventionCredit]
     by_kind: dict[str, evidence.EvidenceStats]  # question / information
     window: int
+    silent: evidence.EvidenceStats = evidence.NO_EVIDENCE  # pauses resumed without a message: the control
 
     @property
     def final_leader(self) -> float:
@@ -191,4 +193,5 @@ def attribute(record: AuditRecord) -> Attribution:
         seen = steps[credit.after_evaluations:credit.after_evaluations + credit.evaluations_seen]
         credit.candidates = [s.number for s in seen]
         credit.new_leaders = [s.number for s in seen if s.verdict == LEADER]
-    return Attribution(steps, triggers, order, by_kind, window)
+    silent = evidence.stats_of(pause_log(record.events).silent_gains(window))
+    return Attribution(steps, triggers, order, by_kind, window, silent)

@@ -34,6 +34,7 @@ def audit_summary(record: AuditRecord) -> dict[str, Any]:
                            "reply": i.reply}
                           for i in attribution.interventions],
         "gain_by_kind": {k: v.to_dict() for k, v in attribution.by_kind.items()},
+        "silent_control": attribution.silent.to_dict(),
         "churn": {"share": churn.share, "added": churn.added, "readded": churn.readded,
                   "edits": [{"number": e.number, "author": e.author, "added": e.added, "removed": e.removed,
                              "readded": e.readded, "cumulative_share": e.cumulative_share} for e in churn.edits]},
@@ -58,6 +59,13 @@ def _x(v: float | None) -> str:
     return "-" if v is None else f"{v:.3f}x"
 
 
+def _gain(stats: dict[str, Any]) -> str:
+    """A geomean gain with its 95% interval where there is one."""
+    low_high = stats.get("interval")
+    text = f"{stats['geomean_gain']:.3f}x"
+    return text + (f" (95% interval {low_high[0]:.3f}-{low_high[1]:.3f}x)" if low_high else "")
+
+
 def audit_text(record: AuditRecord) -> str:
     """A terminal-sized audit: the same numbers as the overview page."""
     data = audit_summary(record)
@@ -78,11 +86,15 @@ def audit_text(record: AuditRecord) -> str:
     for kind, stats in data["gain_by_kind"].items():
         if stats["credited"]:
             out.append(f"  {PLURAL.get(kind, kind)}: {stats['credited']} credited of {stats['uses']} delivered, "
-                       f"geomean gain "
-                       f"{stats['geomean_gain']:.3f}x, followed by a new leader "
+                       f"geomean gain {_gain(stats)}, followed by a new leader "
                        f"{stats['hit_rate'] * 100:.0f}% of the time")
         elif stats["uses"]:
             out.append(f"  {PLURAL.get(kind, kind)}: {stats['uses']} delivered, no evaluation after them yet")
+    silent = data["silent_control"]
+    if silent["credited"]:
+        out.append(f"  silent control (pauses resumed without a message): {silent['credited']} credited, "
+                   f"geomean gain {_gain(silent)}, followed by a new leader "
+                   f"{silent['hit_rate'] * 100:.0f}% of the time")
     c = data["churn"]
     share = "-" if c["share"] is None else f"{c['share'] * 100:.1f}%"
     out += ["", f"Churn: {c['readded']} of {c['added']} added lines had been removed earlier ({share})"]

@@ -11,12 +11,14 @@ from fastapi import APIRouter, Body, Query, status
 from fastapi.responses import JSONResponse, PlainTextResponse
 from sqlmodel import Session
 
+from app.domain.audit.evidence import silent_control
 from app.domain.bank_actions import promote, set_auto_ask, suggestions
 from app.domain.sessions import Invalid, NotFound, check_writable, get_session
 from app.faces.web.bank_schemas import (
     AutoAskIn,
     AutoAskPublic,
     ConsultIn,
+    ControlPublic,
     EvidencePublic,
     EvidenceRowPublic,
     ImportPublic,
@@ -159,8 +161,10 @@ async def api_promote(data: PromoteIn, db: Db) -> Any:
 @router.get("/bank/evidence", response_model=EvidencePublic)
 async def api_evidence(db: Db) -> EvidencePublic:
     """Leader gain after each message over the next K evaluations: questions against information,
-    overall, per author, per bank question, and for typed messages not in the bank."""
+    overall, per author, per bank question, and for typed messages not in the bank; and the
+    silent control (pauses resumed without a message, measured the same way)."""
     table = evidence_table(db)
+    control = silent_control(db)
 
     def row(r: Any) -> EvidenceRowPublic:
         return EvidenceRowPublic(question_id=r.question_id, key=r.key, text=r.text, kind=r.kind, status=r.status,
@@ -168,6 +172,7 @@ async def api_evidence(db: Db) -> EvidencePublic:
 
     return EvidencePublic(
         overall={k: evidence_of(v) for k, v in table.overall.items()},
+        control=ControlPublic(sessions=control.sessions, evidence=evidence_of(control.stats)),
         by_author=[{"kind": k, "author": a, **evidence_of(v).model_dump()} for (k, a), v in table.by_author.items()],
         questions=[row(r) for r in table.rows], unbanked=[row(r) for r in table.unbanked],
     )

@@ -14,6 +14,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 from sqlmodel import Session
 
+from app.domain.audit.evidence import silent_control
 from app.domain.bank_actions import answered_trigger, promotable, promote, session_message, set_auto_ask
 from app.domain.sessions import Invalid, NotFound, get_session
 from app.faces.web import render
@@ -73,11 +74,13 @@ def _bank_page(request: Request, ctx: ServerContext, *, notice: str = "", errors
     with ctx.database.session() as db:
         context = _results(db, f, embedder)
         table = evidence_table(db)
+        control = silent_control(db)
         # each evidence row's uses as a table (the knob record a campaign's instruction carries as lines)
         row_uses = {r.last_use_id: use_rows(db, r.uses, r.text) for r in (*table.rows, *table.unbanked)}
         recent = promotable(db)
         active = list_questions(db, status=Status.ACTIVE.value)
-    return page(request, "bank.html", status_code, **context, table=table, row_uses=row_uses, recent=recent,
+    return page(request, "bank.html", status_code, **context, table=table, control=control, row_uses=row_uses,
+                recent=recent,
                 active=active,
                 notice=notice or request.query_params.get("notice", "")[:300], errors=errors or {},
                 form=form or {}, import_errors=import_errors or [])
@@ -146,8 +149,10 @@ def _question_page(request: Request, db: Session, q: BankQuestion, *, errors: di
     merged_into = get_question(db, q.merged_into_id) if q.merged_into_id else None
     merged_from = questions_merged_into(db, q.id or 0)
     stats = question_evidence(db).get(q.id or 0)
+    control = silent_control(db)
     fields = form or {**q.to_dict(), "archs": " ".join(q.archs), "problem": q.problem or ""}
-    return page(request, "bank_question.html", status_code, q=q, uses=uses, stats=stats, form=fields,
+    return page(request, "bank_question.html", status_code, q=q, uses=uses, stats=stats, control=control,
+                form=fields,
                 errors=errors or {}, merged_into=merged_into, merged_from=merged_from)
 
 

@@ -11,7 +11,7 @@ from app.domain.schemas import InputModel
 from question_bank import agent_tool, curation
 from question_bank.auto_ask import AutoAskPolicy
 from question_bank.bank_file import LAYERS, TRIGGERS
-from question_bank.evidence import EvidenceStats
+from question_bank.evidence import NO_EVIDENCE, EvidenceStats
 from question_bank.models import BankQuestion
 
 
@@ -60,6 +60,7 @@ class Evidence(BaseModel):
     uses: int
     credited: int
     geomean_gain: float
+    interval: tuple[float, float] | None = None  # 95% interval of geomean_gain; None below 2 credited
     hit_rate: float
     best_gain: float
 
@@ -137,8 +138,16 @@ class EvidenceRowPublic(BaseModel):
     evidence: Evidence
 
 
+class ControlPublic(BaseModel):
+    """The silent control: pauses resumed without a message, credited as messages are."""
+
+    sessions: int
+    evidence: Evidence
+
+
 class EvidencePublic(BaseModel):
     overall: dict[str, Evidence]
+    control: ControlPublic
     by_author: list[dict[str, Any]]
     questions: list[EvidenceRowPublic]
     unbanked: list[EvidenceRowPublic]
@@ -178,9 +187,9 @@ class ConsultIn(InputModel):
 
 
 def evidence_of(stats: EvidenceStats | None) -> Evidence:
-    s = stats or EvidenceStats(0, 0, 1.0, 0.0, 1.0, 0.0)
-    return Evidence(uses=s.uses, credited=s.credited, geomean_gain=s.geomean_gain, hit_rate=s.hit_rate,
-                    best_gain=s.best_gain)
+    s = stats or NO_EVIDENCE
+    return Evidence(uses=s.uses, credited=s.credited, geomean_gain=s.geomean_gain, interval=s.interval,
+                    hit_rate=s.hit_rate, best_gain=s.best_gain)
 
 
 def public(q: BankQuestion, stats: EvidenceStats | None = None, score: float | None = None,

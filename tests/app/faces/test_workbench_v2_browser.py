@@ -1,9 +1,10 @@
-"""Issue 49, points 5 and 10, in the system Chromium against a real `socratic serve`: the bank's
+"""Issue 49, points 4, 5 and 10, in the system Chromium against a real `socratic serve`: the bank's
 evidence as tables no wider than the page, the fork event in words, the MCP page that shows its
 token only when asked (behind a sign-in), a campaign trace through the session trace form, the
 session list grouped by campaign with its filters, hidden scenarios beside "all" and "visible",
-and suggestions that fit the session. Screenshots go to $SOCRATIC_SCREENSHOTS when set
-(49-5-*.png for point 5, 49-10-*.png for point 10)."""
+and suggestions that fit the session; each question's gain with its interval beside the silent
+control's. Screenshots go to $SOCRATIC_SCREENSHOTS when set
+(49-4-*.png for point 4, 49-5-*.png for point 5, 49-10-*.png for point 10)."""
 
 from __future__ import annotations
 
@@ -92,6 +93,35 @@ def test_bank_evidence_is_a_table_of_uses_no_wider_than_the_page(server: str, br
     assert "tile_d64" not in page.locator("#evidence").inner_text()  # the knob record is never shown whole
     assert page_width(page) <= WIDTH, page_width(page)  # it was 4,046 px
     shot(page, "49-5-bank-evidence.png", "#evidence")
+
+
+def test_each_question_s_gain_has_its_interval_and_the_silent_control_beside_it(server: str,
+                                                                                 browser: Any) -> None:
+    from playwright.sync_api import expect
+
+    page = new_page(browser)
+    page.goto(server + "/bank")
+    card = page.locator("#silent-control")
+    expect(card).to_contain_text("silent control: pauses resumed without a message")
+    expect(card).to_contain_text("7 pauses in 1 session")
+    expect(card.locator(".gain")).to_have_text("1.000x")
+    questions = page.locator('.evidence-card[data-kind="question"]')
+    # the examples' and the campaign's questions, 19 credited uses: 1.006-1.123x
+    expect(questions.locator(".interval")).to_have_text(re.compile(r"^\d\.\d{3}–\d\.\d{3}x$"))
+    expect(page.locator("#evidence-table > thead")).to_contain_text("vs silent")
+    control = page.locator("#evidence-table tr.control-row")
+    expect(control).to_contain_text("silent control")
+    rows = page.locator("#evidence-table tr.evidence-row:not(.control-row)")
+    for i in range(rows.count()):  # against a control of 1.000x, each ratio is the question's own gain
+        gain, versus = rows.nth(i).locator(".gain"), rows.nth(i).locator(".versus")
+        if gain.count():
+            expect(versus).to_have_text(gain.inner_text())
+    expect(rows.locator(".interval", has_text="n=1").first).to_be_visible()  # one use: no interval
+    assert page_width(page) <= WIDTH, page_width(page)
+    shot(page, "49-4-bank-control.png", "#evidence")
+    page.goto(server + "/sessions/2/audit")
+    expect(page.locator("#audit-silent-control")).to_contain_text("7 pauses resumed without a message")
+    shot(page, "49-4-audit-control.png", "#attribution")
 
 
 def test_the_fork_event_reads_as_a_sentence(server: str, browser: Any) -> None:
