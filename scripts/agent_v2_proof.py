@@ -334,12 +334,14 @@ def print_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
     lines = []
     if args.cpu_standin:
         lines.append(STANDIN_LABEL)
-    lines.append(f"filter {args.filter}, budget {args.evaluations} evaluations, seed {args.seed}")
-    lines.append("| arm | card | evaluations | leader # (evaluations to reach it) | x baseline | x FA3 | x cuDNN | "
-                 "x FA2 | stopped because |")
-    lines.append("|---|---|---|---|---|---|---|---|---|")
+    # Each arm's own scenarios (its result records them): a --final call is given no --filter.
+    lines.append(f"seed {args.seed}")
+    lines.append("| arm | scenarios | card | evaluations | leader # (evaluations to reach it) | x baseline | x FA3 | "
+                 "x cuDNN | x FA2 | stopped because |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        lines.append(f"| {r['arm']} | {r.get('card', '-')} | {r['evaluations']} | {r['leader'] or '-'} | "
+        lines.append(f"| {r['arm']} | {r.get('filter', '-')} | {r.get('card', '-')} | {r['evaluations']} | "
+                     f"{r['leader'] or '-'} | "
                      f"{fmt(r.get('x_baseline'), '.2f')} | {fmt(r.get('x_fa3'))} | {fmt(r.get('x_cudnn'))} | "
                      f"{fmt(r.get('x_fa2'))} | {r['stopped_because']} |")
     for r in rows:

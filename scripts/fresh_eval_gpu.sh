@@ -80,7 +80,9 @@ from pathlib import Path
 from harness.evaluate import precompile
 print('precompiled', precompile(Path('$KERNEL')), precompile(Path('kernels/attention/baseline.cu')))")
   if [ "$FILL" = 1 ]; then
-    (cd "$dir" && PYTHONPATH=$dir:$SITE python3 "$HERE/scripts/fill_baseline_cache.py") 2>&1 | tail -1
+    # the checkout's own fill script where it has one: module names differ between checkouts
+    fill=$dir/scripts/fill_baseline_cache.py; [ -f "$fill" ] || fill=$HERE/scripts/fill_baseline_cache.py
+    (cd "$dir" && PYTHONPATH=$dir:$SITE python3 "$fill") 2>&1 | tail -1
   fi
 done
 WALLS=()

@@ -21,7 +21,8 @@ def test_the_proof_runs_every_arm_through_the_http_api_and_prints_the_table(tmp_
          "--arms", "autonomous,greedy,remembered"],
         cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert "CPU STAND-IN" in out.stdout and "| arm | card |" in out.stdout
+    assert "CPU STAND-IN" in out.stdout and "| arm | scenarios | card |" in out.stdout
+    assert "| autonomous | category=prefill |" in out.stdout  # each arm names its own scenarios
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     rows = {r["arm"]: r for r in summary["rows"]}
     assert set(rows) == {"autonomous", "remembered", "greedy"}
