@@ -163,6 +163,44 @@ def distill_session(db: Session, session_id: int) -> Distilled:
     return distill_facts(db, [facts_of_record(load_record(db, session_id))])
 
 
+def facts_of_candidates(db: Session, session_id: int, numbers: Iterable[int]) -> SessionFacts | None:
+    """The facts of a few candidates of a session recorded here and of their parents, read from
+    their own rows: what one judged candidate adds, without reading the session again (its events,
+    its other candidates, every parent's profile). None for an imported session (its evidence is
+    named by the trace: distil it whole)."""
+    session = get_session(db, session_id)
+    if session.read_only:
+        return None
+    wanted = list(db.exec(select(Candidate).where(Candidate.session_id == session_id,
+                                                  col(Candidate.number).in_(sorted(set(numbers))))))
+    ids = {c.id for c in wanted}
+    parent_ids = {c.parent_id for c in wanted if c.parent_id is not None} - ids
+    parents = list(db.exec(select(Candidate).where(col(Candidate.id).in_(parent_ids)))) if parent_ids else []
+    every = [*parents, *wanted]
+    suite: dict[int, Evaluation] = {}
+    for ev in db.exec(select(Evaluation).where(col(Evaluation.candidate_id).in_([c.id for c in every]),
+                                               Evaluation.purpose == "suite").order_by(col(Evaluation.id))):
+        suite[ev.candidate_id] = ev  # the newest, as AuditRecord.suite_evaluation
+    rows = []
+    for c in sorted(every, key=lambda c: c.number):
+        found = suite.get(c.id or 0)
+        rows.append(_Row(c.id or 0, c.number, c.parent_id, c.title, c.source, c.verdict,
+                         found.report if found is not None else None, found.id if found is not None else None))
+    # The same origin as facts_of_record's for a session recorded here: one piece of evidence
+    # merges once whichever of the two read it.
+    return _facts({"session_id": session_id}, {"problem": session.problem, "scenarios": session.scenarios}, rows)
+
+
+def distill_candidates(db: Session, session_id: int, numbers: Iterable[int]) -> Distilled:
+    """Distil what these candidates of a session showed against their parents (after each judged
+    candidate: the cost stays that of one candidate however long the session); an imported
+    session is distilled whole."""
+    facts = facts_of_candidates(db, session_id, numbers)
+    if facts is None:
+        return distill_session(db, session_id)
+    return distill_facts(db, [facts])
+
+
 def distill_files(db: Session, paths: Iterable[Path]) -> Distilled:
     return distill_facts(db, [f for p in paths for f in facts_of_file(p)])
 

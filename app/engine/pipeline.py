@@ -121,7 +121,8 @@ class CandidatePipeline:
             self.store_evaluation(candidate, retime, "retime", against, final)
         judged = self.record_verdict(candidate, report, final, leader_before)
         await self.campaign_verdict(judged, report, leader_id_before if first.verdict == CONTENDER else None)
-        self.services.lessons.schedule(self.session_id)  # in the background: the runner goes on at once
+        # in the background (this candidate against its parent): the runner goes on at once
+        self.services.lessons.schedule(self.session_id, judged.number)
         return Verdicted(judged, report)
 
     async def campaign_verdict(self, c: Candidate, report: EvaluationReport | None,

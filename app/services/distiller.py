@@ -1,9 +1,10 @@
 """Distilling lessons in the background (app/domain/lessons.py, lessons/): the pipeline asks for
-a session after each judged candidate and the runner at the session's end; one worker thread
-distils them one at a time, in its own transactions, so the runner never waits for it.
+a judged candidate (that candidate against its parent: one candidate's reading, however long
+the session) and the runner for the whole session at its end; one worker thread distils them one
+at a time, in its own transactions, so the runner never waits for it.
 
-Requests for the same session coalesce (a session asked for five times while one distillation
-runs is distilled once more, not five times). A failure is logged and counted; it never reaches
+Requests for the same session coalesce: candidates asked for while one distillation runs are
+distilled together next, and a request for the whole session covers them. A failure is logged and counted; it never reaches
 the session. `drain` waits until nothing is pending (tests, shutdown)."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.domain.lessons import distill_session
+from app.domain.lessons import distill_candidates, distill_session
 from app.store.database import Database
 
 log = logging.getLogger("socratic.lessons")
@@ -36,18 +37,27 @@ class LessonDistiller:
         self.database = database
         self.enabled = enabled
         self.stats = DistillerStats()
-        self._pending: dict[int, None] = {}  # an ordered set of session ids
+        # session id -> the candidate numbers asked for, or None for the whole session (in order)
+        self._pending: dict[int, set[int] | None] = {}
         self._busy = False
         self._closed = False
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
 
-    def schedule(self, session_id: int) -> None:
-        """Ask for a session's distillation; returns at once."""
+    def schedule(self, session_id: int, candidate: int | None = None) -> None:
+        """Ask for a judged candidate's distillation, or (candidate None) the whole session's;
+        returns at once."""
         if not self.enabled or self.database is None or self._closed:
             return
         with self._cond:
-            self._pending[session_id] = None
+            if session_id in self._pending:
+                asked = self._pending[session_id]
+                if asked is not None and candidate is not None:
+                    asked.add(candidate)
+                else:
+                    self._pending[session_id] = None
+            else:
+                self._pending[session_id] = {candidate} if candidate is not None else None
             if self._thread is None:
                 self._thread = threading.Thread(target=self._work, name="lesson-distiller", daemon=True)
                 self._thread.start()
@@ -81,15 +91,17 @@ class LessonDistiller:
                 if self._closed and not self._pending:
                     return
                 session_id = next(iter(self._pending))
-                del self._pending[session_id]
+                numbers = self._pending.pop(session_id)
                 self._busy = True
             started = time.monotonic()
             try:
                 assert self.database is not None
                 with self.database.session() as db:
-                    done = distill_session(db, session_id)
+                    done = (distill_session(db, session_id) if numbers is None
+                            else distill_candidates(db, session_id, numbers))
                     db.commit()
-                self.stats.last = {"session": session_id, **done.to_dict()}
+                self.stats.last = {"session": session_id, **({"candidates": sorted(numbers)} if numbers else {}),
+                                   **done.to_dict()}
             except Exception as exc:  # a broken trace row or a database hiccup: logged, the session never sees it
                 self.stats.failures += 1
                 self.stats.last = {"session": session_id, "error": f"{type(exc).__name__}: {exc}"}

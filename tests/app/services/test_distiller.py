@@ -11,8 +11,10 @@ import threading
 from pathlib import Path
 from typing import Any, cast
 
+import pytest
 from sqlmodel import select
 
+from app.domain.lessons import Distilled, distill_candidates, distill_session, facts_of_candidates
 from app.engine.agents.base import READ_LESSONS, Task, ToolCall
 from app.engine.runner_state import RunnerState
 from app.engine.tools.base import ToolContext
@@ -89,3 +91,61 @@ def test_a_failing_distillation_is_counted_and_the_next_one_still_runs(tmp_path:
     assert disabled.drain(1) and disabled.stats.runs == 0
     distiller.close()
     database.dispose()
+
+
+def test_each_judged_candidate_is_distilled_alone_and_the_whole_session_adds_nothing(tmp_path: Path) -> None:
+    """After a verdict the distiller reads that candidate and its parent only (the cost of one
+    candidate, however long the session); the session's end then distils it whole, and that
+    finds every observation already merged."""
+    with running_app(tmp_path, gpu=True, evaluator=SyntheticEvaluator(hopper=True), lessons_distill=False) as client:
+        sid = run_session(client, "alone", 7, {"seed": 0})
+        ctx = client.app.state.engine.ctx  # type: ignore[attr-defined]
+        numbers = [c["number"] for c in client.get(f"/api/sessions/{sid}/candidates").json()]
+        with ctx.database.session() as db:
+            assert not list(db.exec(select(Lesson)))  # distillation off: nothing yet
+            one_by_one = [distill_candidates(db, sid, [n]).observations for n in numbers]
+            db.commit()
+            assert all(found <= 1 for found in one_by_one) and sum(one_by_one) >= 3
+            facts = facts_of_candidates(db, sid, [numbers[-1]])
+            assert facts is not None and len(facts.candidates) <= 2  # the candidate and its parent
+            whole = distill_session(db, sid)
+            assert whole.observations == sum(one_by_one)
+            assert (whole.result.created, whole.result.updated) == (0, 0)
+            assert whole.result.unchanged == whole.observations
+
+
+def test_requests_coalesce_per_session_and_a_whole_session_request_covers_candidates(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import app.services.distiller as module
+
+    ran: list[tuple[int, list[int] | None]] = []
+    entered, release = threading.Event(), threading.Event()
+
+    def candidates(db: Any, session_id: int, numbers: Any) -> Distilled:
+        ran.append((session_id, sorted(numbers)))
+        entered.set()
+        release.wait(10)  # the first run holds the worker while the requests below arrive
+        return Distilled()
+
+    def whole(db: Any, session_id: int) -> Distilled:
+        ran.append((session_id, None))
+        return Distilled()
+
+    monkeypatch.setattr(module, "distill_candidates", candidates)
+    monkeypatch.setattr(module, "distill_session", whole)
+    database = open_database(settings_for(tmp_path))
+    distiller = LessonDistiller(database)
+    try:
+        distiller.schedule(1, 3)
+        assert entered.wait(10)
+        for session_id, number in ((1, 4), (2, 5), (2, None), (2, 6), (1, 7)):
+            distiller.schedule(session_id, number)
+        release.set()
+        assert distiller.drain(10)
+    finally:
+        distiller.close()
+        database.dispose()
+    # session 1's later candidates in one run; session 2's whole-session request covered its two
+    assert ran == [(1, [3]), (1, [4, 7]), (2, None)]
+    assert distiller.stats.runs == 3 and distiller.stats.last["session"] == 2
+    assert "candidates" not in distiller.stats.last
