@@ -4,8 +4,9 @@ the session) and the runner for the whole session at its end; one worker thread 
 at a time, in its own transactions, so the runner never waits for it.
 
 Requests for the same session coalesce: candidates asked for while one distillation runs are
-distilled together next, and a request for the whole session covers them. A failure is logged and counted; it never reaches
-the session. `drain` waits until nothing is pending (tests, shutdown)."""
+distilled together next, and a request for the whole session covers them. A failure is logged
+and counted; it never reaches the session. `drain` waits until nothing is pending (tests,
+shutdown)."""
 
 from __future__ import annotations
 
