@@ -101,6 +101,47 @@ class SassReader:
                 k["sass"] = dict(counts)
 
 
+class SmemReader:
+    """Each kernel's dynamic shared memory as the source sets it (harness/shared_memory.py: what
+    `ptxas -v` never reports), evaluated by nvcc's front end in a daemon thread while the worker
+    runs; `attach` adds `dynamic_shared_bytes`, `dynamic_shared_optin` and `dynamic_shared` to
+    each kernel's resources (left as they were where no nvcc exists or nothing is set)."""
+
+    def __init__(self, source: str, log: str, arch: str) -> None:
+        self.found: dict[str, dict[str, object]] = {}
+        self.thread = threading.Thread(target=self._read, args=(source, log, arch), name="dynamic-smem",
+                                       daemon=True)
+        self.thread.start()
+
+    def _read(self, source: str, log: str, arch: str) -> None:
+        from harness.compile import DEFAULT_INCLUDE, gencode_flags, nvcc_path
+        from harness.resources import demangle, parse_ptxas
+        from harness.shared_memory import attach, nvcc_front_end, requests
+
+        if not requests(source):
+            return
+        kernels = parse_ptxas(log)
+        mangled = [k.name for k in kernels]
+        readable = demangle(mangled)
+        for k in kernels:
+            k.name = readable.get(k.name, k.name)
+        nvcc = nvcc_path()
+        front_end = (nvcc_front_end(nvcc, ["-std=c++17", *gencode_flags(arch), f"-I{DEFAULT_INCLUDE}"])
+                     if nvcc is not None else None)
+        try:
+            attach(kernels, source, front_end)
+        except Exception:  # a source the reader cannot follow: the report says nothing, as before
+            return
+        self.found = {m: {"dynamic_shared_bytes": k.dynamic_shared_bytes,
+                          "dynamic_shared_optin": k.dynamic_shared_optin, "dynamic_shared": k.dynamic_shared}
+                      for m, k in zip(mangled, kernels, strict=True)}
+
+    def attach(self, resources: list[dict[str, object]], timeout_s: float = 60.0) -> None:
+        self.thread.join(timeout_s)
+        for k in resources:
+            k.update(self.found.get(str(k.get("name")), {}))
+
+
 def baseline_cache_settings(settings: EvalSettings, baseline: Path, naive: Path) -> EvalSettings:
     """The baseline cache is for the problem's own naive baseline only: a kernel timed against
     another one (the judge's re-time of a contender against the leader, `--baseline`) is
@@ -208,6 +249,7 @@ def _evaluate(
     # The SASS mix (cuobjdump, where it exists) for profiles (harness/profile.py), read in a
     # thread while the worker runs the scenarios: it adds no time to the evaluation.
     sass = SassReader(built.library)
+    smem = SmemReader(source.read_text(errors="replace"), built.info.log, arch)
     base_spec = None
     try:
         base_built = compile_kernel(baseline, arch=arch)
@@ -231,6 +273,7 @@ def _evaluate(
             pass
     result = executor.run(job, progress, cancel)
     sass.attach(built.info.resources)
+    smem.attach(built.info.resources)
     try:
         fill_baseline_cache(job, result.results, executor, cancel, progress)
         fill_error = None

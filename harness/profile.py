@@ -228,8 +228,17 @@ def category_profiles(rows: Sequence[ScenarioProfile]) -> list[CategoryProfile]:
     return out
 
 
+def _smem(k: Mapping[str, Any]) -> str:
+    """Shared memory per block: static (ptxas) plus dynamic (as the source sets it)."""
+    static, dynamic = k.get("shared_bytes") or 0, k.get("dynamic_shared_bytes")
+    if isinstance(dynamic, int):
+        return f"smem {static} + {dynamic} B dynamic"
+    return f"smem {static} B" + (" + dynamic set at run time" if k.get("dynamic_shared") else "")
+
+
 def kernel_resources(report: EvaluationReport) -> list[dict[str, Any]]:
-    keep = ("name", "arch", "registers", "shared_bytes", "stack_bytes", "spill_store_bytes", "spill_load_bytes")
+    keep = ("name", "arch", "registers", "shared_bytes", "dynamic_shared_bytes", "dynamic_shared", "stack_bytes",
+            "spill_store_bytes", "spill_load_bytes")
     return [{k: r.get(k) for k in keep if k in r} for r in report.compile.resources]
 
 
@@ -425,7 +434,7 @@ def render_profile(p: Profile) -> str:
                      + f" (of {p.sass.get('total', 0)} instructions)")
     if p.kernels:
         lines.append("kernels: " + "; ".join(
-            f"{k.get('name', '?')[:40]} {k.get('registers', '?')} regs, spills "
+            f"{k.get('name', '?')[:40]} {k.get('registers', '?')} regs, {_smem(k)}, spills "
             f"{k.get('spill_store_bytes', 0)}/{k.get('spill_load_bytes', 0)} B" for k in p.kernels[:4]))
     for cat, part in p.ncu.items():
         metrics = part.get("metrics") or {}

@@ -187,3 +187,16 @@ def test_an_evaluation_attaches_each_kernels_sass_mix_to_its_resources(monkeypat
     bare: list[dict[str, object]] = [{"name": "_Z4attnv"}]
     SassReader(Path("/nowhere/lib.so")).attach(bare)
     assert "sass" not in bare[0]
+
+
+def test_a_kernels_dynamic_shared_memory_is_in_the_profile_beside_the_static() -> None:
+    r = report()
+    r.compile.resources[0].update({"dynamic_shared_bytes": 197824, "dynamic_shared": "opt-in 197824 bytes"})
+    r.compile.resources.append({"name": "combine", "registers": 40, "shared_bytes": 2048,
+                                "dynamic_shared_bytes": None, "dynamic_shared": "launch rows * 4 (line 9)"})
+    p = profile_report(r)
+    assert p.kernels[0]["dynamic_shared_bytes"] == 197824 and p.kernels[0]["shared_bytes"] == 0
+    text = render_profile(p)
+    assert "attn_kernel 255 regs, smem 0 + 197824 B dynamic" in text
+    assert "combine 40 regs, smem 2048 B + dynamic set at run time" in text
+    assert Profile.from_dict(p.to_dict()).kernels == p.kernels

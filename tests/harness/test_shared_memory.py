@@ -197,3 +197,31 @@ def test_check_reports_a_tma_kernels_dynamic_shared_memory_instead_of_zero(tmp_p
     tile = next(k for k in resources if k["name"] == "tiny::tile_kernel<64, false>")
     assert tile["shared_bytes"] == 0 and tile["dynamic_shared_bytes"] == 65536
     assert tile["dynamic_shared_optin"] == 65536
+
+
+@needs_nvcc
+def test_an_evaluation_s_resources_carry_each_kernels_dynamic_shared_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The evaluation path (harness/evaluate.py: SmemReader, beside the worker) fills the report's
+    resources as `check` does, so profiles and pages read 64 KB, never the 0 ptxas says."""
+    from dataclasses import asdict
+
+    from harness.compile import compile_kernel
+    from harness.evaluate import SmemReader
+    from harness.resources import parse_ptxas
+
+    monkeypatch.setenv("SOCRATIC_CACHE_DIR", str(tmp_path / "cache"))
+    kernel = tmp_path / "tma_like.cu"
+    kernel.write_text(TMA_LIKE)
+    built = compile_kernel(kernel, arch="sm_90a")
+    resources = [asdict(k) for k in parse_ptxas(built.info.log)]
+    assert all(r["dynamic_shared_bytes"] is None for r in resources)  # what ptxas alone knows
+    SmemReader(TMA_LIKE, built.info.log, "sm_90a").attach(resources)
+    tiles = sorted(r["dynamic_shared_bytes"] for r in resources if "tile_kernel" in r["name"])
+    assert tiles == [65536, 131584] and all(r["shared_bytes"] == 0 for r in resources if "tile_kernel" in r["name"])
+    run_time = next(r for r in resources if "sized_at_run_time" in r["name"])
+    assert run_time["dynamic_shared_bytes"] is None and "rows * 4" in str(run_time["dynamic_shared"])
+    # a source that sets none: the resources stay as ptxas gave them
+    plain = [asdict(k) for k in parse_ptxas(built.info.log)]
+    SmemReader("__global__ void k() {}\n", built.info.log, "sm_90a").attach(plain)
+    assert all(r["dynamic_shared_bytes"] is None and r["dynamic_shared"] == "" for r in plain)

@@ -16,6 +16,10 @@ DESCRIPTION = (
     "layer, category or outcome (leader, backup, discarded, improved, worse). Outside a campaign "
     "the board is empty."
 )
+# What an entry's "category xN" compares (app/domain/campaigns/board.py: post), said with every read.
+EFFECTS = ("Each effect is a category's geomean speedup on the visible scenarios over the kernel the change "
+           "was built on (its parent; for a kernel built on another agent's, the nearest kernel measured with "
+           "the same setting); a first kernel's is over the naive baseline. x1.00 is no change.")
 SCHEMA = {
     "type": "object",
     "properties": {
@@ -53,7 +57,8 @@ async def read_board(call: ToolCall, ctx: ToolContext) -> ToolResult:
         data = board.for_agents(db, entries)
     bound = f"the last {campaign.memory_k} entries" if campaign.memory_k is not None else "every entry"
     lines = [board.entry_line(e) for e in entries]
-    text = f"The board ({bound}; {len(lines)} match):\n" + ("\n".join(lines) if lines else "(nothing yet)")
+    text = (f"The board ({bound}; {len(lines)} match). {EFFECTS}\n"
+            + ("\n".join(lines) if lines else "(nothing yet)"))
     if waiting:
         text += "\nSubmitted, not judged yet: " + "; ".join(f"{w['author']} #{w['candidate']}" for w in waiting)
     return ok(call, text, {"entries": data, "in_flight": waiting, "memory_k": campaign.memory_k,

@@ -13,7 +13,7 @@ from fastapi.templating import Jinja2Templates
 from sqlmodel import Session
 
 from app.domain.audit.compare import PEER_MAX_AGE_S, peer_label
-from app.domain.audit.hidden import hidden_results
+from app.domain.audit.hidden import hidden_results, timed_counts
 from app.domain.audit.ratios import ratio_help
 from app.domain.audit.timeline import fork_extra, payload_items, rounded
 from app.domain.profiles import leader_profile
@@ -177,6 +177,8 @@ def panel_context(db: Session, view: SessionView) -> dict[str, Any]:
         "profile": leader_profile(db, s) if trigger is not None and s.status == PAUSED else None,
         # hidden scenarios counted and aggregated beside "all" and "visible" (app/domain/audit/hidden.py)
         "hidden": hidden_results(db, s.id or 0),
+        # the scenarios behind each candidate's "all" geomean (a baseline that failed leaves some out)
+        "timed": timed_counts(db, s.id or 0),
     }
 
 

@@ -159,3 +159,26 @@ def test_hidden_scenarios_beside_all_and_visible_and_suggestions_that_fit(tmp_pa
         assert upload(client, SILENT).status_code == 303  # type: ignore[attr-defined]
         imported = client.get("/sessions/3").text
         assert 'id="hidden-note"' not in imported and "hidden-cell" not in imported
+
+
+def test_the_all_column_says_how_many_scenarios_its_geomean_is_over(tmp_path: Path) -> None:
+    steps = [submit("correct_5ms", "twice as fast"), {"say": "I'm done.", "end_turn": True}]
+    with running_app(tmp_path) as client:
+        full = cpu_session(client, steps, title="every baseline timed")["id"]
+        wait_status(client, full, "paused")
+        # a baseline that refuses head_dim 64: those scenarios pass, but have no ratio to the baseline
+        part = cpu_session(client, steps, title="the baseline fails on d64",
+                           baseline="tests.cpu_kernels:not_supported_d64")["id"]
+        wait_status(client, part, "paused")
+        cells = {}
+        for sid in (full, part):
+            page = client.get(f"/sessions/{sid}").text
+            found = re.search(
+                r'<span class="muted small timed-count( partial)?" title="[^"]*">(\d+)/(\d+) timed</span>', page)
+            assert found, page[page.index('id="candidates"'):page.index('id="interventions"')]
+            cells[sid] = (bool(found.group(1)), int(found.group(2)), int(found.group(3)))
+        assert cells[full][0] is False and cells[full][1] == cells[full][2] == 4
+        timed_part = cells[part]
+        assert timed_part[0] is True and 0 < timed_part[1] < timed_part[2] == 4
+        report = client.get(f"/api/sessions/{part}/candidates/1").json()
+        assert report["passed"] == 4  # all passed: only the ratio is over fewer

@@ -140,6 +140,8 @@ def test_agents_read_each_setting_and_visible_speedup_and_a_kernel_built_on_anot
     assert all(e["session_id"] == a.session_id and e["setting"] for e in read.data["entries"])
     assert [(w["author"], w["candidate"]) for w in read.data["in_flight"]] == [(a.name, 3)]
     assert f"Submitted, not judged yet: {a.name} #3" in read.text
+    # every read says what an effect compares: the kernel built on, the baseline for a first one
+    assert "over the kernel the change was built on" in read.text and "over the naive baseline" in read.text
 
 
 def test_a_kernel_is_read_against_a_correct_neighbour_and_claims_no_setting_it_does_not_render(
