@@ -149,7 +149,7 @@ def compile_kernel(
     with tempfile.TemporaryDirectory(dir=out_dir.parent, prefix="build-") as tmp:
         tmp_dir = Path(tmp)
         (tmp_dir / "kernel.cu").write_bytes(text)
-        shim = _shim_object(nvcc, compile_flags, include_dir, cache_root() / "shim")
+        shim = _shim_object(nvcc, compile_flags, include_dir, cache_root() / "shim", signed)
         kernel = _run_nvcc([nvcc, *compile_flags, "-c", str(tmp_dir / "kernel.cu"), "-o",
                             str(tmp_dir / "kernel.o")], tmp_dir)
         if kernel.returncode != 0:
@@ -228,10 +228,14 @@ _SHIM_LOCK = threading.Lock()
 _SHIM_PENDING: dict[Path, Future[Path]] = {}
 
 
-def _shim_object(nvcc: str, compile_flags: list[str], include_dir: Path, root: Path) -> Future[Path]:
+def _shim_object(nvcc: str, compile_flags: list[str], include_dir: Path, root: Path,
+                 signed: bool = True) -> Future[Path]:
     """The shim's object file for these flags, built once (in a thread, beside the kernel's
     compile) into `root`/<hash>/shim.o and kept there. The shim is the harness's own code: a
-    failure to build it is the harness's error, not the candidate's."""
+    failure to build it is the harness's error, not the candidate's. Linked into every library,
+    it is signed like them (`signed`: shim.o.sig beside it), and one whose digest no longer
+    matches its signature (an object rewritten since it was built: a worker may open existing
+    files read-write on the GPU) is built again before any library links it (issue 47)."""
     key = hashlib.sha256()
     for part in (SHIM.read_bytes(), *(p.read_bytes() for p in sorted(include_dir.glob("*.h"))),
                  " ".join(compile_flags).encode(), toolkit_version(nvcc).encode()):
@@ -246,6 +250,8 @@ def _shim_object(nvcc: str, compile_flags: list[str], include_dir: Path, root: P
             if run.returncode != 0:
                 raise CompileError(f"the harness shim failed to build (nvcc exit code {run.returncode})",
                                    run.output)
+            if signed:  # inside the build folder: the object and its signature appear together
+                sign_library(tmp_dir / "shim.o")
             try:
                 os.rename(tmp_dir, folder)
                 os.mkdir(tmp_dir)  # so that TemporaryDirectory's cleanup finds its folder
@@ -257,9 +263,12 @@ def _shim_object(nvcc: str, compile_flags: list[str], include_dir: Path, root: P
         pending = _SHIM_PENDING.get(folder)
         if pending is not None and not pending.done():
             return pending  # being built for another kernel now
-        if (folder / "shim.o").exists():
+        kept = folder / "shim.o"
+        if kept.exists() and signed and not library_signed(kept):
+            shutil.rmtree(folder, ignore_errors=True)  # rewritten since it was built: built again
+        if kept.exists():
             built: Future[Path] = Future()
-            built.set_result(folder / "shim.o")
+            built.set_result(kept)
             return built
         _SHIM_PENDING[folder] = _SHIM_BUILDS.submit(build)
         return _SHIM_PENDING[folder]

@@ -193,3 +193,26 @@ def test_a_cached_library_rewritten_after_it_was_built_is_built_again(tmp_path: 
     assert again.info.cached is False and again.library.read_bytes() != tampered
     assert library_signed(again.library)
     assert compile_kernel(BASELINE).info.cached is True
+
+
+@needs_nvcc
+def test_a_shim_object_rewritten_after_it_was_built_is_built_again_before_any_link(tmp_path: Path) -> None:
+    """The shim is linked into every library: a worker that rewrote the kept object (existing files
+    open read-write on the GPU) would put its code into every kernel built after it. The object is
+    signed when built; one whose bytes changed is built again, and the next library links that."""
+    from harness.compile import library_signed
+
+    compile_kernel(BASELINE)
+    [shim] = sorted((tmp_path / "cache" / "shim").glob("*/shim.o"))
+    assert library_signed(shim)
+    good = shim.read_bytes()
+    shim.write_bytes(good.replace(b"socratic_harness_last_error", b"socratic_harness_last_ERROR"))
+    assert not library_signed(shim)
+    other = tmp_path / "other.cu"
+    other.write_text(BASELINE.read_text() + "\n// built after the rewrite\n")
+    built = compile_kernel(other)
+    [again] = sorted((tmp_path / "cache" / "shim").glob("*/shim.o"))
+    assert again == shim and library_signed(again)
+    assert b"socratic_harness_last_ERROR" not in again.read_bytes()
+    lib = ctypes.CDLL(str(built.library))
+    assert lib.socratic_harness_last_error  # the harness's own shim, not the rewritten one
