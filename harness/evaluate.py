@@ -158,6 +158,16 @@ def _build_into(box: Future[Any], source: Path, arch: str) -> None:
         box.set_exception(exc)
 
 
+def _give_fresh_fill(job: WorkerJob, build: Future[Any]) -> None:
+    """The job carries the harness's fresh-input library with its digest: the worker loads that
+    file only if it still has those bytes (harness/worker.py: verified)."""
+    try:
+        lib = build.result().library
+        job.harness_libraries = {**job.harness_libraries, "fresh_fill": {"path": str(lib), "sha256": _sha256(lib)}}
+    except Exception:  # the worker builds it itself (or uses torch operations), as before
+        pass
+
+
 def _sha256(library: Path) -> str:
     """The digest the worker checks before it loads the library (harness/worker.py: verified)."""
     from harness.peer_cache import library_digest
@@ -266,11 +276,7 @@ def _evaluate(
         settings=settings,
     )
     if fresh_build is not None:
-        try:
-            lib = fresh_build.result().library
-            job.harness_libraries = {"fresh_fill": {"path": str(lib), "sha256": _sha256(lib)}}
-        except Exception:  # the worker builds it itself (or uses torch operations), as before
-            pass
+        _give_fresh_fill(job, fresh_build)
     result = executor.run(job, progress, cancel)
     sass.attach(built.info.resources)
     smem.attach(built.info.resources)
@@ -326,6 +332,11 @@ def evaluate_job(
     executor = executor or LocalExecutor()
     started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
+    if job.settings.device == "cuda" and "fresh_fill" not in job.harness_libraries:
+        # built (or found and verified) here, as evaluate_source does: never the worker's own copy
+        build: Future[Any] = Future()
+        _build_into(build, FRESH_FILL_SOURCE, detect_arch())
+        _give_fresh_fill(job, build)
     result = executor.run(job, progress, cancel)
     return EvaluationReport(
         kernel=kernel, baseline=job.baseline.label if job.baseline else None,

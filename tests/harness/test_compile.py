@@ -216,3 +216,40 @@ def test_a_shim_object_rewritten_after_it_was_built_is_built_again_before_any_li
     assert b"socratic_harness_last_ERROR" not in again.read_bytes()
     lib = ctypes.CDLL(str(built.library))
     assert lib.socratic_harness_last_error  # the harness's own shim, not the rewritten one
+
+
+@needs_nvcc
+def test_a_cuda_job_evaluated_from_built_kernels_gets_the_fresh_input_library_with_its_digest(
+        tmp_path: Path) -> None:
+    """evaluate_job's callers build their own kernels; the harness's fresh-input library is still
+    built (or found and verified) by the caller's process and passed with its digest, so a worker
+    never loads a copy of it that a candidate could have rewritten (issue 47)."""
+    import hashlib
+    import threading
+
+    from harness.evaluate import evaluate_job
+    from harness.executor import ExecutionResult, Executor, ProgressFn
+    from harness.job import KernelSpec, WorkerJob
+    from harness.scenario import Scenario
+    from harness.settings import EvalSettings
+
+    seen: list[dict[str, dict[str, str]]] = []
+
+    class Recording(Executor):  # the job as a worker would receive it; nothing runs
+        def run(self, job: WorkerJob, progress: ProgressFn | None = None,
+                cancel: threading.Event | None = None) -> ExecutionResult:
+            seen.append(dict(job.harness_libraries))
+            return ExecutionResult([], {"name": "recorded"})
+
+    base = compile_kernel(BASELINE)
+    spec = KernelSpec("baseline", "library", str(base.library))
+    scenario = Scenario("x", "prefill", 1, 64, 64, 2, 2, 64, causal=False)
+    job = WorkerJob("attention-forward", spec, spec, [scenario], EvalSettings(device="cuda"))
+    evaluate_job(job, kernel="baseline", executor=Recording())
+    [given] = seen
+    lib = Path(given["fresh_fill"]["path"])
+    assert lib.is_file() and given["fresh_fill"]["sha256"] == hashlib.sha256(lib.read_bytes()).hexdigest()
+    # on the CPU backend there is no such library to give
+    cpu = WorkerJob("attention-forward", spec, spec, [scenario], EvalSettings(device="cpu"))
+    evaluate_job(cpu, kernel="baseline", executor=Recording())
+    assert "fresh_fill" not in seen[-1]
