@@ -11,9 +11,13 @@ gain is read against), from every session's log, live or imported."""
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
+from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from app.store.models import LEADER, PAUSED, RUNNING, Event, Intervention, SteeringSession, Trigger
@@ -117,8 +121,27 @@ class ControlEvidence:
     sessions: int
 
 
+# per database engine: (the newest event's id, the sessions' count) -> the control computed then
+_KNOWN: weakref.WeakKeyDictionary[Any, tuple[tuple[int, int], ControlEvidence]] = weakref.WeakKeyDictionary()
+_KNOWN_LOCK = threading.Lock()
+
+
 def silent_control(db: Session) -> ControlEvidence:
-    """The silent control over every session in the database (live and imported)."""
+    """The silent control over every session in the database (live and imported). Events are
+    only ever appended: while no event and no session was added, the last answer stands."""
+    mark = (db.exec(select(func.max(Event.id))).one() or 0, db.exec(select(func.count(col(SteeringSession.id)))).one())
+    engine = db.get_bind().engine
+    with _KNOWN_LOCK:
+        known = _KNOWN.get(engine)
+    if known is not None and known[0] == mark:
+        return known[1]
+    found = _silent_control(db)
+    with _KNOWN_LOCK:
+        _KNOWN[engine] = (mark, found)
+    return found
+
+
+def _silent_control(db: Session) -> ControlEvidence:
     windows = {s.id: int(s.thresholds.get("credit_window") or DEFAULT_WINDOW)
                for s in db.exec(select(SteeringSession))}
     by_session: dict[int, list[Event]] = {}
