@@ -133,8 +133,10 @@ def test_the_bank_counts_the_imported_sessions(server: str, page: Any) -> None:
     from playwright.sync_api import expect
 
     page.goto(server + "/bank")
-    table = page.locator("#evidence-table tr.evidence-row:not(.unbanked)")
+    table = page.locator("#evidence-table tr.evidence-row:not(.unbanked):not(.control-row)")
     expect(table).to_have_count(7)  # the seven questions the bank asked in the steered session
+    # above them, the silent session's seven pauses resumed without a word: the control
+    expect(page.locator("#evidence-table tr.control-row td:nth-child(4)")).to_have_text("7")
     credited = [int(t) for t in table.locator("td:nth-child(5)").all_inner_texts()]
     assert credited == [1] * 7
     question_card = page.locator(".evidence-card[data-kind=question]")
