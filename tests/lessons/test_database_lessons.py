@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import func
@@ -87,6 +88,27 @@ def test_a_malformed_file_writes_nothing(tmp_path: Path, database_backend: str) 
     fresh.dispose()
 
 
+def exported_record(tmp_path: Path) -> dict[str, Any]:
+    """The first lesson distilled from one shipped trace, as its JSON Lines export writes it."""
+    source = database(tmp_path, "sqlite")
+    with source.session() as db:
+        distill_files(db, SOME[:1])
+        db.commit()
+        record: dict[str, Any] = json.loads(export_lessons(db, "jsonl").splitlines()[0])
+    source.dispose()
+    return record
+
+
+def assert_refused(tmp_path: Path, record: dict[str, Any], message: str) -> None:
+    """Importing `record` into a fresh database fails with `message` and writes no lesson."""
+    fresh = database(tmp_path, "sqlite", "fresh")
+    with fresh.session() as db:
+        with pytest.raises(LessonError, match=message):
+            import_lessons(db, json.dumps(record), "jsonl")
+        assert db.exec(select(func.count()).select_from(Lesson)).one() == 0
+    fresh.dispose()
+
+
 @pytest.mark.parametrize("bad, message", [
     ({"ratio": "fast"}, "ratio must be a positive finite number"),
     ({"ratio": -1.0}, "ratio must be a positive finite number"),
@@ -99,19 +121,9 @@ def test_evidence_numbers_from_a_file_are_checked_before_anything_is_written(
         tmp_path: Path, bad: dict[str, object], message: str, database_backend: str) -> None:
     if database_backend == "postgresql":
         pytest.skip("the file is refused before a database is touched: once is enough")
-    db1 = database(tmp_path, "sqlite")
-    with db1.session() as db:
-        distill_files(db, SOME[:1])
-        db.commit()
-        record = json.loads(export_lessons(db, "jsonl").splitlines()[0])
-    db1.dispose()
+    record = exported_record(tmp_path)
     record["evidence"][0].update(bad)
-    fresh = database(tmp_path, "sqlite", "fresh")
-    with fresh.session() as db:
-        with pytest.raises(LessonError, match=f"line 1: evidence 1: {message}"):
-            import_lessons(db, json.dumps(record), "jsonl")
-        assert db.exec(select(func.count()).select_from(Lesson)).one() == 0
-    fresh.dispose()
+    assert_refused(tmp_path, record, f"line 1: evidence 1: {message}")
 
 
 @pytest.mark.parametrize("change, message", [
@@ -125,15 +137,4 @@ def test_a_record_of_the_wrong_shape_is_refused_by_name(
         tmp_path: Path, change: dict[str, object], message: str, database_backend: str) -> None:
     if database_backend == "postgresql":
         pytest.skip("the file is refused before a database is touched: once is enough")
-    db1 = database(tmp_path, "sqlite")
-    with db1.session() as db:
-        distill_files(db, SOME[:1])
-        db.commit()
-        record = json.loads(export_lessons(db, "jsonl").splitlines()[0])
-    db1.dispose()
-    fresh = database(tmp_path, "sqlite", "fresh")
-    with fresh.session() as db:
-        with pytest.raises(LessonError, match=f"line 1: .*{message}"):
-            import_lessons(db, json.dumps({**record, **change}), "jsonl")
-        assert db.exec(select(func.count()).select_from(Lesson)).one() == 0
-    fresh.dispose()
+    assert_refused(tmp_path, {**exported_record(tmp_path), **change}, f"line 1: .*{message}")

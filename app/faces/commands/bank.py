@@ -10,6 +10,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from app.faces.commands.options import database_flags
+
 
 def _database(args: argparse.Namespace) -> object:
     from app.settings import Settings
@@ -76,10 +78,6 @@ def cmd_import(args: argparse.Namespace) -> int:
 def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bank", help="the question bank: export or import YAML")
     bank = p.add_subparsers(dest="bank_command", required=True)
-
-    def database_flags(q: argparse.ArgumentParser) -> None:
-        q.add_argument("--db", help="SQLAlchemy URL or SQLite file path (default data/socratic.db)")
-        q.add_argument("--data-dir", dest="data_dir", help="data directory (default ./data)")
 
     q = bank.add_parser("export", help="write the bank as YAML (stdout by default)")
     q.add_argument("--out", "-o", help="file to write (default: stdout)")

@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import ValidationError
 from sqlmodel import Session
 
-from app.faces.commands.trace import _database, _database_flags
+from app.faces.commands.options import database_flags, open_database_or_say_why
 from app.store.database import Database
 
 
@@ -60,7 +60,7 @@ def _on_db(args: argparse.Namespace, command: str, work: Callable[[Database], in
     `refused` errors (a bad spec, a bad file) exit with `status`, their message on stderr."""
     from app.domain.sessions import NotFound
 
-    opened = _database(args)
+    opened = open_database_or_say_why(args, "campaign")
     if opened is None:
         return 2
     database, url = opened
@@ -182,11 +182,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--islands", type=int, default=1)
     p.add_argument("--suite-filter", dest="suite_filter")
     p.add_argument("--goal", dest="goal_target", type=float, help="geomean vs baseline to reach")
-    _database_flags(p)
+    database_flags(p)
     p.set_defaults(func=cmd_create)
 
     p = cmds.add_parser("list", help="campaigns, newest first")
-    _database_flags(p)
+    database_flags(p)
     p.set_defaults(func=cmd_list)
 
     p = cmds.add_parser("show", help="a campaign's leaderboard and board")
@@ -194,16 +194,16 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="the API's view as JSON")
     p.add_argument("--board", type=int, default=20, help="board entries to print")
     p.add_argument("--audit", action="store_true", help="each member session's audit too")
-    _database_flags(p)
+    database_flags(p)
     p.set_defaults(func=cmd_show)
 
     p = cmds.add_parser("export", help="write a whole campaign as JSON Lines")
     p.add_argument("campaign", type=int)
     p.add_argument("-o", "--output")
-    _database_flags(p)
+    database_flags(p)
     p.set_defaults(func=cmd_export)
 
     p = cmds.add_parser("import", help="import a campaign trace as a read-only campaign")
     p.add_argument("file")
-    _database_flags(p)
+    database_flags(p)
     p.set_defaults(func=cmd_import)

@@ -18,6 +18,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from app.faces.commands.options import database_flags
+
 
 class Refused(Exception):
     """A person's mistake: one line, exit code 2."""
@@ -207,10 +209,6 @@ def cmd_words(args: argparse.Namespace) -> int:
 def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("lessons", help="lessons distilled from finished work: distil, list, export, import")
     lessons = p.add_subparsers(dest="lessons_command", required=True)
-
-    def database_flags(q: argparse.ArgumentParser) -> None:
-        q.add_argument("--db", help="SQLAlchemy URL or SQLite file path (default data/socratic.db)")
-        q.add_argument("--data-dir", dest="data_dir", help="data directory (default ./data)")
 
     q = lessons.add_parser("distill", help="distil lessons from this database's sessions, or from trace files")
     q.add_argument("--from", dest="sources", nargs="+", default=[], metavar="TRACE",

@@ -7,6 +7,7 @@ import sys
 
 from pydantic import ValidationError
 
+from app.faces.commands.options import database_flags
 from app.settings import Settings
 
 
@@ -102,8 +103,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the web server (sessions, steering, API)")
     p.add_argument("--host", help="address to bind (default 127.0.0.1; others need --token)")
     p.add_argument("--port", type=int, help="port (default 8000)")
-    p.add_argument("--db", help="SQLAlchemy URL or SQLite file path (default data/socratic.db)")
-    p.add_argument("--data-dir", dest="data_dir", help="data directory (default ./data)")
+    database_flags(p)
     p.add_argument("--token-file", dest="token_file",
                    help="require the token in this file (its first line) for pages, API and websockets")
     p.add_argument("--token", help="the token itself; visible to every user of the machine in `ps`: prefer "

@@ -10,26 +10,15 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from app.faces.commands.options import database_flags, open_database_or_say_why
 from app.settings import Settings
-from app.store.database import Database, open_database
-
-
-def _database(args: argparse.Namespace) -> tuple[Database, str] | None:
-    """The database the flags or the environment name, migrated to the newest schema."""
-    try:
-        settings = Settings.from_args(args)
-    except ValidationError as exc:
-        for e in exc.errors():
-            print(f"socratic trace: {e['msg'].removeprefix('Value error, ')}", file=sys.stderr)
-        return None
-    return open_database(settings), settings.database_url
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     from app.domain.audit.trace_io import export_session, trace_bytes
     from app.domain.sessions import NotFound
 
-    opened = _database(args)
+    opened = open_database_or_say_why(args, "trace")
     if opened is None:
         return 2
     database, url = opened
@@ -59,7 +48,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     try:
         limit = Settings.from_args(args).trace_max_bytes
     except ValidationError:
-        _database(args)  # says why the settings are refused
+        open_database_or_say_why(args, "trace")  # says why the settings are refused
         return 2
     try:
         stream = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
@@ -72,7 +61,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     except TraceFormatError as exc:
         print(f"socratic trace import: {args.file}: {exc}", file=sys.stderr)
         return 1
-    opened = _database(args)
+    opened = open_database_or_say_why(args, "trace")
     if opened is None:
         return 2
     database, _url = opened
@@ -95,7 +84,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from app.domain.audit.summary import audit_text
     from app.domain.sessions import NotFound
 
-    opened = _database(args)
+    opened = open_database_or_say_why(args, "trace")
     if opened is None:
         return 2
     database, url = opened
@@ -110,11 +99,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _database_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", help="SQLAlchemy URL or SQLite file path (default data/socratic.db)")
-    p.add_argument("--data-dir", dest="data_dir", help="data directory (default ./data)")
-
-
 def add_commands(sub: argparse._SubParsersAction) -> None:
     trace = sub.add_parser("trace", help="export, import and audit session traces (docs/trace.md)")
     cmds = trace.add_subparsers(dest="trace_command", required=True)
@@ -122,15 +106,15 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = cmds.add_parser("export", help="write a session's whole trace as JSON Lines (stdout by default)")
     p.add_argument("session", type=int, help="session id")
     p.add_argument("-o", "--output", help="write to this file instead of stdout")
-    _database_flags(p)
+    database_flags(p)
     p.set_defaults(func=cmd_export)
 
     p = cmds.add_parser("import", help="import a trace file as a new read-only session")
     p.add_argument("file", help="a .jsonl trace, or - for stdin")
-    _database_flags(p)
+    database_flags(p)
     p.set_defaults(func=cmd_import)
 
     p = cmds.add_parser("audit", help="print a session's audit: interventions and their gains, churn, cost")
     p.add_argument("session", type=int, help="session id")
-    _database_flags(p)
+    database_flags(p)
     p.set_defaults(func=cmd_audit)
