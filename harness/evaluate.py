@@ -136,7 +136,7 @@ class SmemReader:
                           "dynamic_shared_optin": k.dynamic_shared_optin, "dynamic_shared": k.dynamic_shared}
                       for m, k in zip(mangled, kernels, strict=True)}
 
-    def attach(self, resources: list[dict[str, object]], timeout_s: float = 60.0) -> None:
+    def attach(self, resources: list[dict[str, object]], timeout_s: float = 30.0) -> None:
         self.thread.join(timeout_s)
         for k in resources:
             k.update(self.found.get(str(k.get("name")), {}))
