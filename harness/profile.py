@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -17,13 +18,18 @@ from typing import Any
 
 from harness.report import EvaluationReport, ScenarioResult
 
-PROFILE_SCHEMA = 1
+PROFILE_SCHEMA = 2  # 2: findings carry further moves; shape findings (tile edges, causal balance, the loop)
 COMPUTE, MEMORY, UNKNOWN = "compute", "memory", "unknown"
 # Thresholds of the findings (shares of the measured roofline).
 FAR_FROM_ROOFLINE = 0.5  # a compute-bound category below half the matrix rate
 DECODE_FAR = 0.5  # decode below half the copy bandwidth
 CAUSAL_SKIP_RATIO = 0.65  # causal TFLOP/s below this share of full-mask TFLOP/s: masked blocks are computed
 LOW_L2_HIT = 0.80  # Nsight Compute's L2 hit rate
+CAUSAL_BALANCED = 0.90  # causal (skipping) TFLOP/s below this share of full-mask TFLOP/s: uneven tiles
+SHORT_CALLS = 0.85  # short calls' TFLOP/s below this share of the long calls' at the same shape: tile edges
+LOOP_SHARE = 0.80  # the longest full-mask calls below this share of the matrix rate: the main loop waits
+HEAD_DIM_LAG = 0.80  # a head dim's long calls below this share of the best head dim's
+SPILL_FLOOR = 64  # bytes a kernel may spill (a stack slot or two) before a finding names it
 MATRIX_OPS = ("HGMMA", "QGMMA", "HMMA", "IMMA")
 
 
@@ -40,17 +46,25 @@ class Finding:
     direction: str  # what should change when it is right
     expected: str  # the gain it may bring, in words
     categories: tuple[str, ...] = ()
+    # further settings to try, in order, after (layer, knob, value): (layer, knob, value) each
+    moves: tuple[tuple[str, str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["categories"] = list(self.categories)
+        d["moves"] = [list(m) for m in self.moves]
         return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Finding:
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         known["categories"] = tuple(known.get("categories") or ())
+        known["moves"] = tuple(tuple(str(x) for x in m) for m in known.get("moves") or () if len(m) == 3)
         return cls(**known)
+
+    def settings(self) -> list[tuple[str, str, str]]:
+        """Every setting it names, in the order to try them: its own, then its moves."""
+        return [(self.layer, self.knob, self.value), *self.moves]
 
 
 @dataclass
@@ -276,6 +290,93 @@ def _is_hopper(arch: str) -> bool:
     return arch.startswith("sm_90")
 
 
+_SHAPE = re.compile(r"-d(\d+)-s(\d+)-")
+_KERNEL_DIM = re.compile(r"ILi(\d+)E")
+
+
+def _kernel_head_dim(name: str) -> int | None:
+    """The head dim a family kernel's mangled name instantiates (`...ILi256E...`), if any."""
+    found = _KERNEL_DIM.search(name)
+    return int(found.group(1)) if found else None
+
+
+def _shape(r: ScenarioProfile) -> tuple[int, int] | None:
+    """(head_dim, sequence length) of a prefill scenario, read from its name."""
+    found = _SHAPE.search(r.scenario) if r.category == "prefill" else None
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def _causal_ratio(rows: Sequence[ScenarioProfile]) -> float | None:
+    """The median over prefill shapes timed both ways of causal TFLOP/s (visible pairs) over
+    full-mask TFLOP/s; None when no shape was timed both ways."""
+    rates: dict[tuple[int, int], dict[bool, float]] = {}
+    for r in rows:
+        shape = _shape(r)
+        if shape is not None and r.tflops:
+            rates.setdefault(shape, {})[r.causal] = float(r.tflops)
+    pairs = [v[True] / v[False] for v in rates.values() if True in v and False in v]
+    return statistics.median(pairs) if pairs else None
+
+
+def matrix_rate(cats: Sequence[CategoryProfile], rows: Sequence[ScenarioProfile]) -> float | None:
+    """The matrix rate the shares were taken against (TFLOP/s), read back from any row."""
+    for r in rows:
+        if r.tflops and r.tensor_pct:
+            return r.tflops * 100.0 / r.tensor_pct
+    return None
+
+
+def _shape_findings(rows: Sequence[ScenarioProfile], matrix: float | None) -> list[Finding]:
+    """What the prefill shapes say about a Hopper (HGMMA) kernel: where its rate falls off
+    (short calls against long ones of the same head dim, the longest calls against the matrix
+    rate, one head dim against the others), each pointing at the family's knobs for that part
+    of the kernel, most direct first."""
+    out: list[Finding] = []
+    shaped = [(_shape(r), r) for r in rows if r.tflops and not r.causal]
+    by_dim: dict[int, dict[int, float]] = {}
+    for shape, r in shaped:
+        if shape is not None:
+            by_dim.setdefault(shape[0], {})[shape[1]] = float(r.tflops or 0.0)
+    short_long = []
+    for lengths in by_dim.values():
+        if len(lengths) >= 2 and max(lengths) >= 4 * min(lengths):
+            short_long.append(lengths[min(lengths)] / lengths[max(lengths)])
+    if short_long and statistics.median(short_long) < SHORT_CALLS:
+        ratio = statistics.median(short_long)
+        out.append(Finding(
+            "tile_edges", 0.35 * (1 - ratio), f"the shortest prefill calls reach {ratio:.0%} of the longest "
+            "calls' TFLOP/s at the same head dim: each tile's start (its Q load, the pipeline's fill) and end "
+            "(the O stores) are not hidden behind another tile's work", "memory", "wg_q_stages", "2",
+            "short calls' TFLOP/s toward the long calls': the next tile's Q loads while this one runs, "
+            "O leaves through the copy engine", "5-15% on short calls", ("prefill",),
+            (("memory", "wg_epilogue", "tma"), ("memory", "wg_epilogue", "smem"),
+             ("scheduling", "wg_l2_sections", "32"), ("scheduling", "persistent", "true"))))
+    longest = {d: lengths[max(lengths)] for d, lengths in by_dim.items() if lengths}
+    if matrix and longest:
+        best_dim = max(longest, key=lambda d: longest[d])
+        share = longest[best_dim] / matrix
+        if share < LOOP_SHARE:
+            out.append(Finding(
+                "loop_below_roofline", min(0.3, 0.5 * (1 - share / LOOP_SHARE) + 0.05),
+                f"the longest full-mask calls (d{best_dim}) reach {share:.0%} of the matrix rate: in the main "
+                "loop the tensor cores wait between the two products for the softmax (the exponentials, the "
+                "rescaling) and for the next K/V block", "math", "softmax_exp", "exp2_folded",
+                "long calls toward the matrix rate: fewer instructions between the products, the next "
+                "block's K ahead of this block's V", "a few % each, 10-25% together on long calls", ("prefill",),
+                (("math", "rescale", "lazy"), ("memory", "wg_kv_order", "k_ahead"), ("math", "wg_p_buffers", "2"),
+                 ("memory", "wg_kv_fence", "cp_async"), ("math", "wg_desc", "offset"),
+                 ("memory", "wg_stages", "3"))))
+        if 64 in longest and len(longest) > 1 and longest[64] < HEAD_DIM_LAG * longest[best_dim]:
+            lag = longest[64] / longest[best_dim]
+            out.append(Finding(
+                "small_head_dim_lags", 0.2 * (1 - lag), f"d64's long calls reach {lag:.0%} of d{best_dim}'s "
+                "TFLOP/s: at d64 each key block's products are half as long while its softmax is not, so two "
+                "consumer warpgroups cannot hide it", "tiling", "wg_wide_d64", "true",
+                "d64 TFLOP/s toward the other head dims'", "5-15% on d64 calls", ("prefill",),
+                (("memory", "wg_stages_d64", "4"),)))
+    return out
+
+
 def findings_for(arch: str, cats: Sequence[CategoryProfile], rows: Sequence[ScenarioProfile],
                  sass: Mapping[str, int] | None, kernels: Sequence[Mapping[str, Any]],
                  ncu: Mapping[str, Mapping[str, Any]]) -> list[Finding]:
@@ -312,13 +413,16 @@ def findings_for(arch: str, cats: Sequence[CategoryProfile], rows: Sequence[Scen
                 "local_memory", 0.2, f"{local} local-memory instructions (LDL/STL) in the SASS: an array "
                 "indexed at run time lives in local memory", "math", "q_fragments", "smem",
                 "no LDL/STL in the SASS", "a few % where the loop touches it"))
-    spilled = [k for k in kernels if (k.get("spill_store_bytes") or 0) + (k.get("spill_load_bytes") or 0) > 0]
+    spilled = [k for k in kernels if (k.get("spill_store_bytes") or 0) + (k.get("spill_load_bytes") or 0) > SPILL_FLOOR]
     if spilled:
         worst = max(spilled, key=lambda k: (k.get("spill_store_bytes") or 0) + (k.get("spill_load_bytes") or 0))
+        dim = _kernel_head_dim(str(worst.get("name", "")))
+        hopper_kernel = "sm90" in str(worst.get("name", ""))
+        knob = (f"wg_block_n_d{dim}" if hopper_kernel else f"tile_d{dim}") if dim else "tile_d128"
         out.append(Finding(
             "spills", 0.3, f"{len(spilled)} kernel(s) spill to local memory ({worst.get('name', '?')}: "
             f"{worst.get('registers', '?')} registers, {worst.get('spill_store_bytes', 0)} bytes stored)",
-            "tiling", "tile_d128", "", "smaller tiles or fewer fragments in registers until ptxas reports no spill",
+            "tiling", knob, "", "smaller tiles or fewer fragments in registers until ptxas reports no spill",
             "a few % to 30% on the spilling kernel's shapes"))
     decode = next((c for c in cats if c.category == "decode"), None)
     if decode is not None and decode.bandwidth_pct is not None and decode.bandwidth_pct < 100 * DECODE_FAR:
@@ -327,18 +431,29 @@ def findings_for(arch: str, cats: Sequence[CategoryProfile], rows: Sequence[Scen
             f"decode streams K/V at {decode.bandwidth_pct:.0f}% of the measured copy bandwidth: too few CTAs "
             "read the keys", "scheduling", "split_kv", "1wave",
             "decode GB/s toward the copy rate", "2-3x on decode (split-KV fills the SMs)", ("decode",)))
+    wgmma = _is_hopper(arch) and sass is not None and sass.get("HGMMA", 0) > 0
     full = [r.tflops for r in rows if not r.causal and r.tflops and r.category == "prefill"]
     causal = [r.tflops for r in rows if r.causal and r.tflops and r.category == "prefill"]
     if full and causal:
-        ratio = statistics.median(causal) / statistics.median(full)
+        ratio = _causal_ratio(rows) or statistics.median(causal) / statistics.median(full)
         if ratio < CAUSAL_SKIP_RATIO:
             out.append(Finding(
                 "causal_no_skip", 0.5 * (1 - ratio), f"causal prefill reaches {ratio:.0%} of the full-mask "
                 "TFLOP/s (counting only visible pairs): key blocks past the diagonal are computed and masked",
                 "masking", "causal_skip", "true", "causal TFLOP/s close to the full-mask TFLOP/s",
                 "up to 2x on causal calls", ("prefill",)))
+        elif wgmma and ratio < CAUSAL_BALANCED:
+            out.append(Finding(
+                "causal_imbalance", 0.5 * (1 - ratio), f"causal prefill reaches {ratio:.0%} of the full-mask "
+                "TFLOP/s with the blocks past the diagonal skipped: the tiles' work is uneven (a tile near the "
+                "diagonal has few blocks) and every block pays for the mask", "scheduling", "wg_scheduler",
+                "dynamic", "causal TFLOP/s toward the full-mask TFLOP/s: the longest tiles start first and "
+                "no SM waits for the last ones", "5-20% on causal calls, most on the longest",
+                ("prefill",), (("scheduling", "grid_order", "heavy_first"), ("masking", "mask_split", "true"))))
+    if wgmma:
+        out.extend(_shape_findings(rows, matrix_rate(cats, rows)))
     if compute and worst_compute is not None and worst_compute < 100 * FAR_FROM_ROOFLINE and not any(
-            f.code in ("no_tensor_cores", "no_wgmma_on_hopper") for f in out):
+            f.code in ("no_tensor_cores", "no_wgmma_on_hopper", "loop_below_roofline") for f in out):
         hopper = sass is not None and sass.get("HGMMA", 0) > 0
         # with the warpgroup MMA, the tiles' start and end (prologue, epilogue) are what persistent
         # CTAs hide; without it, the loads the tensor cores wait for (a deeper K/V pipeline)
@@ -348,7 +463,8 @@ def findings_for(arch: str, cats: Sequence[CategoryProfile], rows: Sequence[Scen
             "for data, for the softmax or between tiles", "scheduling" if hopper else "memory",
             "persistent" if hopper else "stages", "true" if hopper else "2",
             "persistent CTAs overlap one tile's epilogue with the next one's loads" if hopper else
-            "a deeper K/V pipeline keeps the tensor cores fed", "5-20% on compute-bound calls", compute_names))
+            "a deeper K/V pipeline keeps the tensor cores fed", "5-20% on compute-bound calls", compute_names,
+            () if hopper else (("memory", "stages", "3"), ("memory", "smem_layout", "swizzle"))))
     for cat, part in ncu.items():
         metrics = part.get("metrics") or {}
         hit = metrics.get("L2 Hit Rate")
@@ -427,6 +543,8 @@ def render_profile(p: Profile) -> str:
             setting = f"{f.knob}={f.value}" if f.value else f.knob
             lines.append(f"  {f.code}: {f.message}")
             lines.append(f"    -> {f.layer} layer, {setting}: {f.direction} (expected: {f.expected})")
+            if f.moves:
+                lines.append("       then: " + ", ".join(f"{knob}={value} ({layer})" for layer, knob, value in f.moves))
     if p.sass is not None:
         shown = [op for op in ("HGMMA", "HMMA", "UTMALDG", "LDGSTS", "LDSM", "MUFU", "LDL", "STL") if p.sass.get(op)]
         lines.append("")

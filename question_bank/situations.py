@@ -19,6 +19,10 @@ FINDING_QUESTIONS: dict[str, tuple[str, ...]] = {
     "causal_no_skip": ("fully-masked-tiles", "causal-ideal-ratio"),
     "low_tensor_core_share": ("what-bounds-the-kernel-now", "mma-and-softmax-overlap"),
     "low_l2_hit_rate": ("cta-order-and-l2-reuse", "what-l2-is-told-about-reuse"),
+    "loop_below_roofline": ("exponentials-versus-mma-rate", "rescale-frequency", "work-between-mma-and-exp"),
+    "causal_imbalance": ("causal-tail-of-grid", "gap-between-tiles-on-an-sm", "mask-arithmetic-on-every-tile"),
+    "tile_edges": ("what-a-short-call-pays-for", "next-tile-in-flight", "output-tile-store"),
+    "small_head_dim_lags": ("tile-shape-for-each-head-dim", "rows-each-warpgroup-holds"),
 }
 
 

@@ -304,6 +304,15 @@ def final_table(results: list[dict[str, Any]], args: argparse.Namespace) -> list
     return rows
 
 
+def reference(spec: str, args: argparse.Namespace) -> dict[str, Any]:
+    """A kernel that is no arm's leader (`--also LABEL=PATH`), as a row of the final table."""
+    label, _, path = spec.partition("=")
+    if not path or not Path(path).is_file():
+        raise SystemExit(f"--also {spec!r}: give LABEL=KERNEL.cu with an existing file")
+    return {"arm": label, "evaluations": "-", "leader": None, "leaders": [], "stopped_because": "reference",
+            "diagnosis": "", "leader_source": str(Path(path).resolve()), "filter": args.filter}
+
+
 def evaluate_leader(source: Path, scenarios: list[Any], standin: bool) -> Any:
     if standin:
         import threading
@@ -404,6 +413,9 @@ def main(argv: list[str] | None = None) -> int:
                                   "arm's server), e.g. 0,1,2; default: one arm after the other on this GPU")
     p.add_argument("--final", action="store_true", help="only the side-by-side evaluation of the saved leaders")
     p.add_argument("--no-final", action="store_true", help="run the arms, skip the side-by-side evaluation")
+    p.add_argument("--also", action="append", default=[], metavar="LABEL=KERNEL.cu",
+                   help="a kernel evaluated in the final table beside the arms' leaders, on --filter's scenarios "
+                        "(an earlier agent's leader, the gallery's ceiling); repeatable")
     p.add_argument("--cpu-standin", action="store_true", help="the synthetic H100 of tests/family_model.py")
     p.add_argument("--serve-standin", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -437,6 +449,7 @@ def main(argv: list[str] | None = None) -> int:
     results = [json.loads(f.read_text()) for f in sorted(args.out.glob("*/result.json"))
                if f.parent.name in ARMS]
     results.sort(key=lambda r: list(ARMS).index(r["arm"]))
+    results += [reference(spec, args) for spec in args.also]
     rows = final_table(results, args)
     table = print_table(rows, args)
     (args.out / "summary.json").write_text(json.dumps({"standin": args.cpu_standin, "rows": rows, "table": table},

@@ -35,7 +35,13 @@ if [ -n "$WHLS" ]; then
 fi
 export PYTHONUNBUFFERED=1
 export SOCRATIC_CACHE_DIR=${SOCRATIC_CACHE_DIR:-/tmp/socratic-cache}
-rm -rf "$SOCRATIC_CACHE_DIR/baseline-times"
+CACHE_ROOT=$SOCRATIC_CACHE_DIR
+# Each checkout its own cache folder: both key the baseline's time alike (same library, same
+# settings), so in one shared folder the checkout filled last overwrote the other's entries, and
+# the v3 harness rejects the older harness's unsigned ones (device info cache_rejected: 182 on the
+# H100, 2026-12-06: "after" then timed the baseline itself and refilled the cache inside its wall).
+cache_of() { if [ "$1" = "$HERE" ]; then echo "$CACHE_ROOT"; else echo "$CACHE_ROOT-before"; fi; }
+for dir in "$HERE" ${BEFORE:+"$BEFORE"}; do rm -rf "$(cache_of "$dir")/baseline-times"; done
 # The libraries every run maps (torch, cuDNN, FA3) read once into the page cache, so that the
 # first run measured does not pay the machine's cold disk for the others.
 PYTHONPATH=$SITE python3 - <<'EOF' | xargs -0 -r cat > /dev/null 2>&1
@@ -75,14 +81,14 @@ for seed in (0, 1):
 print('fresh inputs in place equal fresh_qkv on the GPU:', 'yes' if not bad else f'NO {bad}', '(' + for_device(dev).why + ')')
 "
 for dir in "$HERE" ${BEFORE:+"$BEFORE"}; do  # each checkout's own shim and flags: no run pays for nvcc
-  (cd "$dir" && PYTHONPATH=$dir:$SITE python3 -c "
+  (cd "$dir" && export SOCRATIC_CACHE_DIR=$(cache_of "$dir") && PYTHONPATH=$dir:$SITE python3 -c "
 from pathlib import Path
 from harness.evaluate import precompile
 print('precompiled', precompile(Path('$KERNEL')), precompile(Path('kernels/attention/baseline.cu')))")
   if [ "$FILL" = 1 ]; then
     # the checkout's own fill script where it has one: module names differ between checkouts
     fill=$dir/scripts/fill_baseline_cache.py; [ -f "$fill" ] || fill=$HERE/scripts/fill_baseline_cache.py
-    (cd "$dir" && PYTHONPATH=$dir:$SITE python3 "$fill") 2>&1 | tail -1
+    (cd "$dir" && export SOCRATIC_CACHE_DIR=$(cache_of "$dir") && PYTHONPATH=$dir:$SITE python3 "$fill") 2>&1 | tail -1
   fi
 done
 WALLS=()
@@ -90,7 +96,7 @@ LAST_S=0
 timed_eval() {  # NAME DIR
   local name=$1 dir=$2 s e
   s=$(date +%s%N)
-  (cd "$dir" && PYTHONPATH=$dir:$SITE python3 -m harness eval "$KERNEL" --json "$OUT/$name.json" \
+  (cd "$dir" && export SOCRATIC_CACHE_DIR=$(cache_of "$dir") && PYTHONPATH=$dir:$SITE python3 -m harness eval "$KERNEL" --json "$OUT/$name.json" \
      > "$OUT/$name.log" 2>&1)
   e=$(date +%s%N)
   LAST_S=$(( (e - s) / 1000000000 ))

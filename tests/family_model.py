@@ -6,7 +6,8 @@ split-KV on decode, ...) and tiles that matter a little, so a greedy search conf
 tiling plateaus, and a question that moves it to another layer pays.
 
 `hopper=True` models an H100 for profiles (harness/profile.py): the Hopper layer (`mma=wgmma`,
-then `wg_load=tma`) is worth most on every shape but decode, and each report carries what a GPU
+then `wg_load=tma`) is worth most on every shape but decode, its shape knobs win back what short
+calls, causal tiles, d64 and the main loop lose (`_hopper_shape`), and each report carries what a GPU
 evaluation carries: the measured roofline rates, FLOPs, bytes, TFLOP/s and GB/s per scenario,
 and the kernel's resources with its SASS mix (HGMMA or HMMA, UTMALDG where TMA loads)."""
 
@@ -29,6 +30,7 @@ BEST_TILES = {64: "128x64x4", 128: "128x64x8", 256: "64x64x4"}
 # The synthetic H100's measured roofline, and the rates of a kernel of speed 1 (the baseline).
 MATRIX_TFLOPS, COPY_GBPS = 800.0, 3000.0
 BASE_TFLOPS, BASE_GBPS = 20.0, 60.0
+CAUSAL_VISIBLE_RATE = 0.55  # causal_skip's 1.8x brings it to the full-mask rate
 
 
 def knobs_of_source(text: str) -> dict[str, Any] | None:
@@ -43,8 +45,23 @@ def speed(knobs: dict[str, Any] | None, s: Scenario, hopper: bool = False) -> fl
         return 1.0
     if hopper and knobs.get("mma") == "wgmma" and s.seqlen_q > 4:
         # warpgroup MMA doubles the matrix rate; the copy engine adds to it
-        return _speed(knobs, s) * 2.2 * (1.12 if knobs.get("wg_load") == "tma" else 1.0)
+        return _speed(knobs, s) * 2.2 * (1.12 if knobs.get("wg_load") == "tma" else 1.0) * _hopper_shape(knobs, s)
     return _speed(knobs, s)
+
+
+def _hopper_shape(knobs: dict[str, Any], s: Scenario) -> float:
+    """Where a Hopper kernel loses by shape, and the knobs that win it back (what the profile's
+    shape findings read): the main loop (lazy rescaling, K ahead of V), the tile edges of short
+    calls (the Q ring with the copy-engine epilogue), the uneven causal tiles (the dynamic
+    scheduler) and d64's softmax (three consumers)."""
+    v = (1.06 if knobs.get("rescale") == "lazy" else 1.0) * (1.03 if knobs.get("wg_kv_order") == "k_ahead" else 1.0)
+    if s.seqlen_k <= 1024:
+        v *= 0.7 * (1.2 if knobs.get("wg_q_stages") == 2 and knobs.get("wg_epilogue") == "tma" else 1.0)
+    if s.causal and knobs.get("causal_skip"):
+        v *= 1.0 if knobs.get("wg_scheduler") == "dynamic" else 0.8
+    if s.head_dim == 64:
+        v *= 0.75 * (1.2 if knobs.get("wg_wide_d64") else 1.0)
+    return v
 
 
 def _speed(knobs: dict[str, Any], s: Scenario) -> float:
@@ -84,7 +101,9 @@ def _ms(knobs: dict[str, Any] | None, s: Scenario) -> float:
     """A call's time: decode streams bytes, everything else computes FLOPs."""
     if s.seqlen_q <= 4:
         return attention_min_bytes(s) / (BASE_GBPS * speed(knobs, s, True) * 1e9) * 1e3
-    return attention_flops(s) / (BASE_TFLOPS * speed(knobs, s, True) * 1e12) * 1e3
+    # a causal call's visible pairs at about half the full-mask rate until blocks past the diagonal are skipped
+    visible = CAUSAL_VISIBLE_RATE if s.causal else 1.0
+    return attention_flops(s) / (BASE_TFLOPS * visible * speed(knobs, s, True) * 1e12) * 1e3
 
 
 def sass_of(knobs: dict[str, Any] | None) -> dict[str, int]:

@@ -105,7 +105,7 @@ def test_without_a_sass_mix_the_tensor_core_findings_are_not_guessed_and_a_note_
 
 
 def test_every_finding_names_a_layer_and_knob_of_the_family() -> None:
-    reports = [report(), report(sass={"HGMMA": 1, "total": 9}), report(sass={"total": 9}, spills=8,
+    reports = [report(), report(sass={"HGMMA": 1, "total": 9}), report(sass={"total": 9}, spills=128,
                                                                           causal_tflops=100.0)]
     ncu = {"prefill": {"scenario": "x", "metrics": {"L2 Hit Rate": 60.0}}}
     seen = set()
@@ -200,3 +200,93 @@ def test_a_kernels_dynamic_shared_memory_is_in_the_profile_beside_the_static() -
     assert "attn_kernel 255 regs, smem 0 + 197824 B dynamic" in text
     assert "combine 40 regs, smem 2048 B + dynamic set at run time" in text
     assert Profile.from_dict(p.to_dict()).kernels == p.kernels
+
+
+WGMMA_TMA = {"HGMMA": 192, "UTMALDG": 105, "total": 40000}
+
+
+def prefill_report(shapes: dict[tuple[int, int, bool], float], resources: list[dict] | None = None) -> EvaluationReport:
+    """A Hopper (HGMMA) kernel's prefill rows: (head_dim, seqlen, causal) -> TFLOP/s."""
+    rows = []
+    for (d, s, causal), tflops in shapes.items():
+        flops = 4.0 * s * s * d * 16 / (2 if causal else 1)
+        rows.append(row(f"prefill-d{d}-s{s}-b1-h16-{'causal' if causal else 'full'}", "prefill", flops=flops,
+                        nbytes=4.0 * s * d * 16 * 2, ms=flops / (tflops * 1e12) * 1e3))
+    resources = resources or [{"name": "_ZN3fam13attn_fwd_sm90ILi128ELb0EEEv", "arch": "sm_90a", "registers": 168,
+                               "spill_store_bytes": 0, "spill_load_bytes": 0, "sass": WGMMA_TMA}]
+    return EvaluationReport("k.cu", "baseline.cu", "NVIDIA H100 80GB HBM3", "all", rows,
+                            CompileInfo(ok=True, resources=resources),
+                            settings={"device_info": {"name": "H100", "capability": "9.0",
+                                                      "matrix_tflops": MATRIX, "copy_gbps": COPY}})
+
+
+def test_a_hopper_kernel_s_shapes_name_the_tile_edges_the_loop_and_the_causal_balance_with_their_moves() -> None:
+    # short calls at 60% of the long ones, the longest at 50% of the matrix rate, causal (skipping:
+    # above 65% of full) at 75%, d64 at 70% of d128
+    shapes = {(128, 512, False): 240.0, (128, 8192, False): 400.0, (128, 512, True): 180.0,
+              (128, 8192, True): 300.0, (64, 512, False): 170.0, (64, 8192, False): 280.0}
+    found = {f.code: f for f in profile_report(prefill_report(shapes)).findings}
+    assert {"tile_edges", "loop_below_roofline", "causal_imbalance", "small_head_dim_lags"} <= set(found)
+    assert "causal_no_skip" not in found and "low_tensor_core_share" not in found  # the loop finding says more
+    assert found["tile_edges"].settings()[:2] == [("memory", "wg_q_stages", "2"), ("memory", "wg_epilogue", "tma")]
+    assert found["loop_below_roofline"].settings()[:2] == [("math", "softmax_exp", "exp2_folded"),
+                                                           ("math", "rescale", "lazy")]
+    assert found["causal_imbalance"].settings()[0] == ("scheduling", "wg_scheduler", "dynamic")
+    assert found["small_head_dim_lags"].settings()[0] == ("tiling", "wg_wide_d64", "true")
+    assert "50%" in found["loop_below_roofline"].message and "60%" in found["tile_edges"].message
+    text = render_profile(profile_report(prefill_report(shapes)))
+    assert "then: wg_epilogue=tma (memory), wg_epilogue=smem (memory)" in text
+    for f in found.values():  # every move is a real knob value of its layer
+        for layer, knob, value in f.settings():
+            assert KNOB_LAYER[knob] == layer
+            assert value.lower() in [str(v).lower() for v in KNOB_SPACE[layer][knob]], (knob, value)
+    # round trip through the stored form keeps the moves
+    again = Profile.from_dict(json.loads(json.dumps(profile_report(prefill_report(shapes)).to_dict())))
+    assert {f.code: f.settings() for f in again.findings} == {c: f.settings() for c, f in found.items()}
+
+
+def test_a_balanced_fast_hopper_kernel_has_no_shape_finding() -> None:
+    shapes = {(128, 512, False): 600.0, (128, 8192, False): 680.0, (128, 512, True): 560.0,
+              (128, 8192, True): 650.0, (64, 512, False): 520.0, (64, 8192, False): 600.0}
+    codes = {f.code for f in profile_report(prefill_report(shapes)).findings}
+    assert not codes & {"tile_edges", "loop_below_roofline", "causal_imbalance", "small_head_dim_lags"}, codes
+
+
+def test_the_shape_findings_need_the_warpgroup_mma_they_point_into() -> None:
+    # the same shapes on an mma.sync build: the Hopper knobs would not exist there
+    shapes = {(128, 512, False): 240.0, (128, 8192, False): 400.0}
+    hmma = [{"name": "_ZN3fam8attn_fwdILi128ELb0EEEv", "arch": "sm_90a", "registers": 200,
+             "spill_store_bytes": 0, "spill_load_bytes": 0, "sass": HMMA_ONLY}]
+    codes = {f.code for f in profile_report(prefill_report(shapes, hmma)).findings}
+    assert "no_wgmma_on_hopper" in codes and not codes & {"tile_edges", "loop_below_roofline"}
+
+
+def test_a_few_spilled_bytes_are_no_finding_and_a_hopper_kernel_s_spill_names_its_own_block() -> None:
+    shapes = {(128, 8192, False): 600.0}
+
+    def spill(name: str, nbytes: int) -> list[dict]:
+        return [{"name": name, "arch": "sm_90a", "registers": 168, "spill_store_bytes": nbytes,
+                 "spill_load_bytes": nbytes, "sass": WGMMA_TMA}]
+
+    few = profile_report(prefill_report(shapes, spill("_ZN3fam13attn_fwd_sm90ILi256ELb0EEEv", 8))).findings
+    assert "spills" not in {f.code for f in few}
+    many = profile_report(prefill_report(shapes, spill("_ZN3fam13attn_fwd_sm90ILi256ELb0EEEv", 256))).findings
+    assert next(f for f in many if f.code == "spills").knob == "wg_block_n_d256"
+    mma_sync = profile_report(prefill_report(shapes, spill("_ZN3fam8attn_fwdILi64ELb0EEEv", 256))).findings
+    assert next(f for f in mma_sync if f.code == "spills").knob == "tile_d64"
+
+
+def test_the_stalled_leader_of_a_shipped_h100_trace_is_diagnosed_in_its_loop_causal_balance_and_tile_edges() -> None:
+    # examples/lessons/remembered.jsonl.xz, candidate 11 (mma=wgmma, wg_load=tma, persistent, causal_skip on
+    # the first port: 0.59x FA3 on an H100): what the measured agent stalled on before these findings
+    import lzma
+
+    trace = ROOT / "examples" / "lessons" / "remembered.jsonl.xz"
+    with lzma.open(trace, "rt") as f:
+        lines = [json.loads(x) for x in f]
+    ev = next(e for e in lines if e.get("type") == "evaluation" and e["candidate_id"] == 11
+              and e["purpose"] == "suite")
+    p = profile_report(EvaluationReport.from_dict(ev["report"]))
+    codes = [f.code for f in p.findings]
+    assert set(codes[:3]) == {"loop_below_roofline", "causal_imbalance", "tile_edges"}, codes
+    assert "spills" not in codes  # 8 bytes of the d256 kernel's stack

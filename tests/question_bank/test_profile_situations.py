@@ -46,3 +46,11 @@ def test_auto_ask_asks_the_question_the_diagnosis_matches(db: Session) -> None:
                        findings=("decode_far_from_bandwidth",))
     asked = AutoAsker(lambda: T0).ask_if_due(db, pause, eval_index=3, leader=2.0, deliver=deliver)
     assert asked is not None and sent[0].key == "decode-bandwidth-fraction"
+
+
+def test_each_shape_finding_of_a_hopper_kernel_ranks_one_of_its_own_questions_first(db: Session) -> None:
+    ensure_starter_bank(db)
+    for code in ("loop_below_roofline", "causal_imbalance", "tile_edges", "small_head_dim_lags"):
+        top = rank_for_pause(db, "3", "plateau", problem="attention-forward", limit=1, findings=(code,))[0]
+        assert top.question.key in FINDING_QUESTIONS[code], (code, top.question.key)
+        assert f"matches the profile: {code.replace('_', ' ')}" in top.reasons

@@ -155,6 +155,15 @@ def split_parent(text: str) -> tuple[str, dict[str, Any] | None]:
     return rest, knobs if isinstance(knobs, dict) else None
 
 
+def settings_of(finding: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The settings a profile finding (`Finding.to_dict()`, as the profile tool returns it) names,
+    in its order: its own, then its moves."""
+    first = (str(finding.get("layer", "")), str(finding.get("knob", "")), str(finding.get("value", "")))
+    moves = [tuple(str(x) for x in m) for m in finding.get("moves") or ()
+             if isinstance(m, list | tuple) and len(m) == 3]
+    return [(layer, knob, value.lower()) for layer, knob, value in [first, *moves]]
+
+
 def asks_what_was_not_tried(text: str) -> bool:
     return bool(_NOT_TRIED_RE.search(text))
 
@@ -270,6 +279,7 @@ class OfflineAgent(Agent):
         self.need_profile = False  # profile the leader before the next choice
         self.profiled = ""  # the slug of the setting last profiled
         self.visited: list[str] = []  # layers tried from the current leader, in order
+        self.finding_misses: Counter[str] = Counter()  # finding code -> its moves measured without a gain
         self.steered = False  # a question chose the focus: the diagnosis does not override it
         # lessons (lessons/): knob changes earlier sessions measured, with their effect (Task.priors)
         self.priors: list[dict[str, Any]] = list(task.priors) if self.settings.lessons else []
@@ -363,7 +373,8 @@ class OfflineAgent(Agent):
         words.append(f"Retrying {pick['knob']}={pick['value']}: the last measurement may have been noise.")
         return self._submit(words, [(knobs, self.focus, pick["knob"], str(pick["value"]))])
 
-    def _submit(self, words: list[str], chosen: list[tuple[Knobs, str, str, str]], why: str = "") -> AgentStep:
+    def _submit(self, words: list[str], chosen: list[tuple[Knobs, str, str, str]], why: str = "",
+                finding: str = "") -> AgentStep:
         calls = []
         for knobs, layer, knob, value in chosen:
             self.calls += 1
@@ -376,7 +387,7 @@ class OfflineAgent(Agent):
             if self.has_leader and not self.foreign_parent:
                 args["parent"] = "leader"
             self.pending[call_id] = {"knobs": knobs.to_dict(), "slug": knobs.slug(), "layer": layer,
-                                     "knob": knob, "value": value}
+                                     "knob": knob, "value": value, "finding": finding}
             calls.append(ToolCall(SUBMIT_CANDIDATE, args, call_id))
         if self.settings.board:  # what the others concluded meanwhile, for the next choice
             self.calls += 1
@@ -435,6 +446,18 @@ class OfflineAgent(Agent):
             words.append(f"A lesson (#{prior['id']}) says {knob}={value} paid off {prior['ratio']:.3f}x from a "
                          f"leader like mine ({prior['count']} time(s)); I measure it here.")
             return self._submit(words, [(setting, layer, knob, value)], self._lesson_expectation(prior))
+        diagnosed = self._finding_moves()
+        if diagnosed:
+            self.declared = False
+            setting, layer, knob, value, finding = diagnosed[0]
+            if layer != self.focus:
+                self.moves.append({"text": "", "from": self.focus, "to": layer,
+                                   "why": f"measured: {finding.get('code')}"})
+                self.focus = layer
+            change = f"{knob}={value}" if value else knob
+            words.append(f"The profile finds {finding.get('code')}; next: {change} ({layer}).")
+            return self._submit(words, [(setting, layer, knob, value)], self._finding_expectation(finding, knob, value),
+                                finding=str(finding.get("code", "")))
         fresh = self._ordered_untried(self.focus)
         if not fresh or self.since_gain >= self.settings.patience:
             if self.focus not in self.visited:
@@ -480,6 +503,65 @@ class OfflineAgent(Agent):
             return why
         return ""
 
+    def _finding_moves(self) -> list[tuple[Knobs, str, str, str, dict[str, Any]]]:
+        """The settings the leader's findings name, most at stake first and each finding's in its
+        own order, that make a valid setting one change from the leader and were never measured. A finding whose
+        moves missed `patience` times from this leader is left for the next finding; a question
+        that chose the focus keeps them inside its layer. A setting the family refuses alone comes
+        with the other finding's setting it needs (`_with_enabler`)."""
+        out = []
+        for f in self.findings:
+            code = str(f.get("code", ""))
+            if self.finding_misses[code] >= self.settings.patience:
+                continue
+            for layer, knob, value in settings_of(f):
+                if not value or layer not in LAYERS or (self.steered and layer != self.focus):
+                    continue
+                if str(self.best.get(knob)).lower() == value.lower():
+                    continue
+                one = self._changed({knob: value})
+                setting, label = one, knob
+                if one is None:  # needs another of the finding's moves first
+                    setting, label = self._with_enabler(knob, value)
+                if setting is None or setting.to_dict() == self.best or self._known(setting):
+                    continue
+                out.append((setting, layer, label, value if label == knob else "", f))
+        # a change measured from an earlier leader without a gain waits behind those never measured
+        missed = {(t["knob"], str(t["value"]).lower()) for t in self.tried.values() if t.get("verdict") != "leader"}
+        return sorted(out, key=lambda m: (m[2], m[3].lower()) in missed)
+
+    def _changed(self, changes: dict[str, str]) -> Knobs | None:
+        """The leader with these knobs set, when that is a valid setting."""
+        spec = ",".join(f"{k}={v}" for k, v in changes.items())
+        try:
+            return parse_knobs(spec, knobs_from_mapping(self.best), files=False).validate()
+        except (KnobError, TypeError, ValueError):
+            return None
+
+    def _with_enabler(self, knob: str, value: str) -> tuple[Knobs | None, str]:
+        """`knob=value` together with another setting a finding names that it needs (the family
+        refuses it alone), in the findings' order: e.g. the dynamic scheduler or the copy-engine
+        epilogue with the Q ring. Not on top of one measured slower than the leader (by over 3%)."""
+        for f in self.findings:
+            for _, k, v in settings_of(f):
+                if k == knob or not v or str(self.best.get(k)).lower() == v:
+                    continue
+                before = self._changed({k: v})
+                seen = self.tried.get(before.slug()) if before is not None else None
+                speed = seen.get("speedup") if seen else None
+                if before is None or (seen and (not isinstance(speed, int | float) or not self.best_speedup
+                                                or speed < 0.97 * self.best_speedup)):
+                    continue
+                both = self._changed({k: v, knob: value})
+                if both is not None:
+                    return both, f"{k}={v}, {knob}"
+        return None, ""
+
+    def _finding_expectation(self, f: dict[str, Any], knob: str, value: str) -> str:
+        change = f"{knob}={value}" if value else knob
+        return (f"measured: the leader's profile finds {f.get('code')} ({f.get('message')}); {change} should "
+                f"{f.get('direction')}; expected gain: {f.get('expected')}")
+
     def _is_hopper(self) -> bool:
         return self.arch.startswith("sm_90")
 
@@ -507,8 +589,8 @@ class OfflineAgent(Agent):
 
     def _ordered_untried(self, layer: str) -> list[tuple[Knobs, str, str, str]]:
         """The layer's unmeasured neighbours, the settings the findings name first."""
-        wanted = [(str(f.get("knob")), str(f.get("value")).lower()) for f in self.findings
-                  if f.get("layer") == layer and f.get("value")]
+        wanted = [(knob, value) for f in self.findings for x, knob, value in settings_of(f)
+                  if x == layer and value]
         if self._is_hopper() and self.best.get("mma") != "wgmma":
             wanted.insert(0, ("mma", "wgmma"))
 
@@ -520,9 +602,8 @@ class OfflineAgent(Agent):
     def _expectation(self, layer: str, knob: str, value: str) -> str:
         """Why this change, and the gain expected: the audit reads it in the candidate's notes."""
         for f in self.findings:
-            if f.get("layer") == layer and f.get("knob") == knob and str(f.get("value")).lower() in ("", value.lower()):
-                return (f"measured: the leader's profile finds {f.get('code')} ({f.get('message')}); {knob}={value} "
-                        f"should {f.get('direction')}; expected gain: {f.get('expected')}")
+            if any(x == layer and k == knob and v in ("", value.lower()) for x, k, v in settings_of(f)):
+                return self._finding_expectation(f, knob, value)
         if knob == "mma" and value == "wgmma" and self._is_hopper():
             return (f"measured: {self.arch} and the leader uses warp-level mma.sync; expected gain: 1.5-2.5x on "
                     "compute-bound calls (Hopper's warpgroup MMA)")
@@ -555,6 +636,8 @@ class OfflineAgent(Agent):
             self.tried[sent["slug"]] = {**sent, "verdict": verdict, "speedup": speedup}
             self.layer_evals[sent["layer"]] += 1
             self.since_gain += 1
+            if sent.get("finding"):
+                self.finding_misses[sent["finding"]] += 1
             behind = (self.followed and self.best_speedup is not None
                       and not (isinstance(speedup, (int, float)) and speedup > self.best_speedup))
             if verdict == "leader" and not behind:  # (a session's leader slower than the parent it built on: no)
@@ -562,6 +645,7 @@ class OfflineAgent(Agent):
                 self.foreign_parent = self.followed = False
                 self.since_gain = 0
                 self.visited, self.need_profile = [], self.settings.strategy == "measured"
+                self.finding_misses.clear()
         self.pending.clear()
         if profiled:
             self._after_profile()
@@ -825,7 +909,7 @@ class OfflineAgent(Agent):
                 "foreign_parent": self.foreign_parent,
                 "since_gain": self.since_gain, "findings": self.findings, "arch": self.arch,
                 "diagnosis": self.diagnosis, "need_profile": self.need_profile, "profiled": self.profiled,
-                "visited": self.visited, "steered": self.steered}
+                "visited": self.visited, "steered": self.steered, "finding_misses": dict(self.finding_misses)}
 
     def restore(self, state: dict[str, Any]) -> None:
         self.best = dict(state.get("best", self.best))
@@ -856,4 +940,5 @@ class OfflineAgent(Agent):
         self.profiled = str(state.get("profiled", ""))
         self.visited = [str(x) for x in state.get("visited", [])]
         self.steered = bool(state.get("steered", False))
+        self.finding_misses = Counter({str(k): int(v) for k, v in state.get("finding_misses", {}).items()})
         self.intro = ""  # a restored agent has said it already

@@ -12,6 +12,7 @@ from sqlmodel import Session, create_engine, select
 
 from app.engine.agents.base import PROFILE
 from app.store.models import PAUSED, EvaluationProfile
+from harness.profile import PROFILE_SCHEMA
 from harness.scenario import Scenario
 from tests.family_model import SyntheticEvaluator
 from tests.server_support import events, running_app
@@ -51,6 +52,12 @@ def test_profile_route_tool_page_and_pause_banner_show_what_bounds_the_candidate
         page = client.get(f"/sessions/{sid}/candidates/1").text
         assert 'id="diagnosis"' in page and "no HGMMA on sm_90a" in page and 'data-finding="no_wgmma_on_hopper"' in page
         leader = client.get(f"/api/sessions/{sid}/candidates/{state['leader_number']}/profile").json()
+        # the Hopper kernel's profile: findings read from its shapes, each with the moves after its own setting
+        hopper = client.get(f"/api/sessions/{sid}/candidates/2/profile").json()
+        loop = next(f for f in hopper["findings"] if f["code"] == "loop_below_roofline")
+        assert loop["moves"][0] == ["math", "rescale", "lazy"]
+        page2 = client.get(f"/sessions/{sid}/candidates/2").text
+        assert 'data-finding="loop_below_roofline"' in page2 and '<code class="move">rescale=lazy</code>' in page2
         session_page = client.get(f"/sessions/{sid}").text
         assert 'id="pause-diagnosis"' in session_page and leader["diagnosis"].split(";")[0] in session_page
         client.post(f"/api/sessions/{sid}/stop", json={"author": "test"})
@@ -60,7 +67,7 @@ def test_profile_route_tool_page_and_pause_banner_show_what_bounds_the_candidate
     with Session(engine) as db:
         rows = list(db.exec(select(EvaluationProfile)))
     engine.dispose()
-    assert rows and all(row.profile["schema"] == 1 for row in rows)
+    assert rows and all(row.profile["schema"] == PROFILE_SCHEMA for row in rows)
     # the agent's tool: the visible profile, the hidden scenario counted, never named
     tool = [e["payload"] for e in evs if e["kind"] == "tool_result" and e["payload"]["name"] == PROFILE]
     assert tool and all("prefill-secret" not in t["text"] for t in tool)
