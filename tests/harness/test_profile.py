@@ -246,8 +246,8 @@ def test_a_hopper_kernel_s_shapes_name_the_tile_edges_the_loop_and_the_causal_ba
 
 
 def test_a_balanced_fast_hopper_kernel_has_no_shape_finding() -> None:
-    shapes = {(128, 512, False): 600.0, (128, 8192, False): 680.0, (128, 512, True): 560.0,
-              (128, 8192, True): 650.0, (64, 512, False): 520.0, (64, 8192, False): 600.0}
+    shapes = {(128, 512, False): 660.0, (128, 8192, False): 740.0, (128, 512, True): 620.0,
+              (128, 8192, True): 700.0, (64, 512, False): 580.0, (64, 8192, False): 650.0}
     codes = {f.code for f in profile_report(prefill_report(shapes)).findings}
     assert not codes & {"tile_edges", "loop_below_roofline", "causal_imbalance", "small_head_dim_lags"}, codes
 

@@ -387,7 +387,8 @@ class OfflineAgent(Agent):
             if self.has_leader and not self.foreign_parent:
                 args["parent"] = "leader"
             self.pending[call_id] = {"knobs": knobs.to_dict(), "slug": knobs.slug(), "layer": layer,
-                                     "knob": knob, "value": value, "finding": finding}
+                                     "knob": knob, "value": value, "finding": finding,
+                                     "parent_speedup": self.best_speedup if self.has_leader else None}
             calls.append(ToolCall(SUBMIT_CANDIDATE, args, call_id))
         if self.settings.board:  # what the others concluded meanwhile, for the next choice
             self.calls += 1
@@ -526,9 +527,23 @@ class OfflineAgent(Agent):
                 if setting is None or setting.to_dict() == self.best or self._known(setting):
                     continue
                 out.append((setting, layer, label, value if label == knob else "", f))
-        # a change measured from an earlier leader without a gain waits behind those never measured
+        # a change measured from an earlier leader within the noise waits behind those never measured;
+        # one that lost clearly there (`_lost`) is not a finding's move again (the layer search keeps it)
         missed = {(t["knob"], str(t["value"]).lower()) for t in self.tried.values() if t.get("verdict") != "leader"}
-        return sorted(out, key=lambda m: (m[2], m[3].lower()) in missed)
+        lost = self._lost()
+        kept = [m for m in out if (m[2], m[3].lower()) not in lost]
+        return sorted(kept, key=lambda m: (m[2], m[3].lower()) in missed)
+
+    def _lost(self) -> set[tuple[str, str]]:
+        """(knob, value) changes that made a kernel clearly slower (by over 3%) than the leader they
+        were measured from, whichever leader that was."""
+        out = set()
+        for t in self.tried.values():
+            speed, parent = t.get("speedup"), t.get("parent_speedup")
+            if (t.get("value") and isinstance(parent, int | float) and parent > 0
+                    and (not isinstance(speed, int | float) or speed < 0.97 * parent)):
+                out.add((str(t["knob"]), str(t["value"]).lower()))
+        return out
 
     def _changed(self, changes: dict[str, str]) -> Knobs | None:
         """The leader with these knobs set, when that is a valid setting."""
@@ -541,10 +556,11 @@ class OfflineAgent(Agent):
     def _with_enabler(self, knob: str, value: str) -> tuple[Knobs | None, str]:
         """`knob=value` together with another setting a finding names that it needs (the family
         refuses it alone), in the findings' order: e.g. the dynamic scheduler or the copy-engine
-        epilogue with the Q ring. Not on top of one measured slower than the leader (by over 3%)."""
+        epilogue with the Q ring. Never with one that made a kernel clearly slower (`_lost`)."""
+        lost = self._lost()
         for f in self.findings:
             for _, k, v in settings_of(f):
-                if k == knob or not v or str(self.best.get(k)).lower() == v:
+                if k == knob or not v or str(self.best.get(k)).lower() == v or (k, v) in lost:
                     continue
                 before = self._changed({k: v})
                 seen = self.tried.get(before.slug()) if before is not None else None
