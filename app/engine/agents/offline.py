@@ -506,11 +506,13 @@ class OfflineAgent(Agent):
 
     def _finding_moves(self) -> list[tuple[Knobs, str, str, str, dict[str, Any]]]:
         """The settings the leader's findings name, most at stake first and each finding's in its
-        own order, that make a valid setting one change from the leader and were never measured. A finding whose
-        moves missed `patience` times from this leader is left for the next finding; a question
-        that chose the focus keeps them inside its layer. A setting the family refuses alone comes
-        with the other finding's setting it needs (`_with_enabler`)."""
+        own order, that make a valid setting one change from the leader and were never measured
+        (nor discarded on a campaign's board). A finding whose moves missed `patience` times from
+        this leader is left for the next finding; a question that chose the focus keeps them inside
+        its layer. A setting the family refuses alone comes with the other finding's setting it
+        needs (`_with_enabler`)."""
         out = []
+        discarded = {(k, str(v).lower()) for k, v in self.board_failed}
         for f in self.findings:
             code = str(f.get("code", ""))
             if self.finding_misses[code] >= self.settings.patience:
@@ -518,7 +520,7 @@ class OfflineAgent(Agent):
             for layer, knob, value in settings_of(f):
                 if not value or layer not in LAYERS or (self.steered and layer != self.focus):
                     continue
-                if str(self.best.get(knob)).lower() == value.lower():
+                if str(self.best.get(knob)).lower() == value or (knob, value) in discarded:
                     continue
                 one = self._changed({knob: value})
                 setting, label = one, knob

@@ -405,3 +405,11 @@ def test_on_the_synthetic_h100_s_shapes_the_findings_lead_it_to_the_knobs_that_w
             if any(code in n for n in found)} == {"tile_edges", "causal_imbalance", "loop_below_roofline",
                                                   "small_head_dim_lags"}
     assert len(play.submitted) == len(set(play.submitted))
+
+
+def test_a_finding_s_setting_discarded_on_the_campaign_s_board_is_not_measured() -> None:
+    loop = _finding("loop_below_roofline", ("math", "softmax_exp", "exp2_folded"), ("math", "rescale", "lazy"))
+    a = measured(start="mma=wgmma,wg_load=tma,persistent=true,softmax_exp=expf", patience=3)
+    a.board_failed = [["softmax_exp", "exp2_folded"]]  # another agent's lineage discarded it
+    step = _profiled(a, [loop])
+    assert knobs_of(step)["rescale"] == "lazy" and knobs_of(step)["softmax_exp"] == "expf"
