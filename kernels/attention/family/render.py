@@ -139,11 +139,10 @@ def sm90_constants(k: Knobs) -> str:
     ]
     for d in HEAD_DIMS:
         lines.append(f"template <>\nstruct WgBlockN<{d}> {{\n  static constexpr int value = {k.wg_block_n(d)};\n}};")
-    if _stages_by_dim(k):
-        lines += ["// wg_stages_d64 / wg_stages_d128: K/V stages per head_dim",
-                  "template <int D>\nstruct WgStages {\n  static constexpr int value = kWgStages;\n};"]
-        lines += [f"template <>\nstruct WgStages<{d}> {{\n  static constexpr int value = {k.wg_stages_at(d)};\n}};"
-                  for d in HEAD_DIMS if k.wg_stages_at(d) != k.wg_stages]
+    lines += ["// wg_stages_d64 / wg_stages_d128: K/V stages per head_dim (kWgStages where unset)",
+              "template <int D>\nstruct WgStages {\n  static constexpr int value = kWgStages;\n};"]
+    lines += [f"template <>\nstruct WgStages<{d}> {{\n  static constexpr int value = {k.wg_stages_at(d)};\n}};"
+              for d in HEAD_DIMS if k.wg_stages_at(d) != k.wg_stages]
     if k.wg_p_long_blocks:
         lines.append(f"constexpr long long kPLongBlocks = {k.wg_p_long_blocks};  // wg_p_long_blocks")
     if k.wg_v_ring == "deeper":
@@ -152,11 +151,6 @@ def sm90_constants(k: Knobs) -> str:
         lines += [f"template <>\nstruct WgVStages<{d}> {{\n  static constexpr int value = {k.wg_v_stages_at(d)};\n}};"
                   for d in HEAD_DIMS if k.wg_v_stages_at(d) != k.wg_stages_at(d)]
     return "\n".join(lines)
-
-
-def _stages_by_dim(k: Knobs) -> bool:
-    """The ring's depth comes from WgStages<D> (wg_v_ring=deeper builds on that form)."""
-    return any(k.wg_stages_at(d) != k.wg_stages for d in HEAD_DIMS) or k.wg_v_ring != "same"
 
 
 def inline_fragments(text: str) -> str:
@@ -282,8 +276,6 @@ def sm90_section(k: Knobs) -> str:
         text = apply(text, "wg_epilogue", "tma")
     if k.wg_epilogue_one_q:
         text = apply(text, "wg_epilogue_one_q")
-    if _stages_by_dim(k):
-        text = apply(apply(text, "wg_stages_by_dim"), "wg_stages_by_dim", k.wg_load)
     if k.wg_kv_order == "k_ahead":
         text = apply(text, "wg_kv_order")
     if k.wg_k_wait == "before_turn":

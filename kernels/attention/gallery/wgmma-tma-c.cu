@@ -1147,6 +1147,11 @@ template <>
 struct WgBlockN<256> {
   static constexpr int value = 64;
 };
+// wg_stages_d64 / wg_stages_d128: K/V stages per head_dim (kWgStages where unset)
+template <int D>
+struct WgStages {
+  static constexpr int value = kWgStages;
+};
 
 // Shared-memory tile layout (bf16): 64-column panels, each panel ROWS rows of 128 bytes; the
 // 16-byte chunk index is XOR-ed with (row % 8). With 1024-byte aligned panels this is the
@@ -1309,8 +1314,9 @@ struct Sm90Cfg {
   static constexpr int kQBytes = BM * D * 2;
   static constexpr int kKVBytes = BN * D * 2;
   static constexpr int QS = WgQRing<D>::QS;  // Q buffers
-  static constexpr int kBarOff = QS * kQBytes + 2 * kWgStages * kKVBytes;
-  static constexpr int kBars = 2 * QS + 4 * kWgStages;  // q_full, q_empty, k/v_full, k/v_empty
+  static constexpr int S = WgStages<D>::value;  // K/V stages (wg_stages_d64/d128)
+  static constexpr int kBarOff = QS * kQBytes + 2 * S * kKVBytes;
+  static constexpr int kBars = 2 * QS + 4 * S;  // q_full, q_empty, k/v_full, k/v_empty
   static constexpr size_t kSmem = size_t(kBarOff + 8 * kBars) + 1024;  // + alignment slack
   static_assert(BN % 16 == 0 && BN <= 256, "block_n must be a multiple of 16, at most 256");
 };
@@ -1418,7 +1424,7 @@ __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a,
                                                  const Sm90Maps& maps, uint32_t q_s, uint32_t k_s,
                                                  uint32_t v_s, uint32_t bars) {
   using C = Sm90Cfg<D>;
-  constexpr int BM = C::BM, BN = C::BN, S = kWgStages, P = D / 64;
+  constexpr int BM = C::BM, BN = C::BN, S = C::S, P = D / 64;
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&maps.q)) : "memory");
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&maps.k)) : "memory");
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&maps.v)) : "memory");
@@ -1460,7 +1466,7 @@ template <int D, bool kTma>
 __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
     const SocraticAttentionArgs a, const Sched sc, const __grid_constant__ Sm90Maps maps) {
   using C = Sm90Cfg<D>;
-  constexpr int BM = C::BM, BN = C::BN, CH = C::CH, S = kWgStages;
+  constexpr int BM = C::BM, BN = C::BN, CH = C::CH, S = C::S;
   constexpr int NT = BN / 8, DT = D / 8, KD = D / 16, KN = BN / 16;
   // wg_combine_pdl: the combine behind a split call may launch once every CTA has started
   if constexpr (kCombinePdl) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");

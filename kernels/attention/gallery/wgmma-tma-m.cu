@@ -1167,7 +1167,7 @@ template <>
 struct WgBlockN<256> {
   static constexpr int value = 64;
 };
-// wg_stages_d64 / wg_stages_d128: K/V stages per head_dim
+// wg_stages_d64 / wg_stages_d128: K/V stages per head_dim (kWgStages where unset)
 template <int D>
 struct WgStages {
   static constexpr int value = kWgStages;
@@ -1338,8 +1338,8 @@ struct Sm90Cfg {
   static constexpr int CH = D / 8;
   static constexpr int kQBytes = BM * D * 2;
   static constexpr int kKVBytes = BN * D * 2;
-  static constexpr int S = WgStages<D>::value;  // K/V stages (wg_stages_d64/d128)
   static constexpr int QS = WgQRing<D>::QS;  // Q buffers
+  static constexpr int S = WgStages<D>::value;  // K/V stages (wg_stages_d64/d128)
   static constexpr int kBarOff = QS * kQBytes + 2 * S * kKVBytes;
   static constexpr int kBars = 2 * QS + 4 * S;  // q_full, q_empty, k/v_full, k/v_empty
   static constexpr int kSlotOff = kBarOff + 8 * kBars;  // wg_scheduler=dynamic: two tile slots
