@@ -164,8 +164,12 @@ def test_wg_kv_order_k_ahead_copies_the_next_blocks_k_before_this_blocks_v() -> 
     assert k.slug().endswith("-kahead") and "wg_kv_order" not in f.recorded()
     src = render(k)
     assert not [str(x) for x in check_source(src) if x.blocking]
+    assert "constexpr bool kWgKAhead = true;  // wg_kv_order=k_ahead" in src
+    assert "constexpr bool kWgKAhead = false;  // wg_kv_order=kv" in render(f)
+    # both orders are in the producer, the constant picks one
     producer = src.split("void sm90_produce_tma(")[1].split("\n}\n")[0]
-    assert "tma_load_4d(k_s + st" not in producer  # the block-by-block loop is gone
+    producer = producer.split("if constexpr (kWgKAhead) {")[1].split("    } else {")[0]
+    assert "tma_load_4d(k_s + st" not in producer  # the block-by-block loop is the other branch
     # the copy order the rendered condition makes, for every block count: K0, K1, V0, K2, V1, ...
     cond = re.search(r"const bool is_k = (.*);\n", producer).group(1).replace("&&", "and")
     assert cond == "kb < x.nb and kb <= vb + 1"
@@ -234,7 +238,8 @@ def test_wg_cluster_pairs_tiles_and_multicasts_each_kv_copy() -> None:
         f.replace(wg_cluster=2).validate()
     k = f.replace(wg_full_order="m_fastest", wg_cluster=2).validate()
     assert k.slug().endswith("-fullm-cl2") and k.recorded()["wg_cluster"] == 2
-    for kv_order, loops in (("kv", 2), ("k_ahead", 1)):
+    loops = 3  # K and V of the block-by-block order, and the k_ahead loop's one copy (kWgKAhead picks)
+    for kv_order in ("kv", "k_ahead"):
         src = render(k.replace(wg_kv_order=kv_order))
         assert not [str(x) for x in check_source(src) if x.blocking]  # a runtime launch, no driver call
         producer = src.split("void sm90_produce_tma(")[1].split("\n}\n")[0]

@@ -1152,6 +1152,7 @@ constexpr bool kWgL2HintQ = false;
 constexpr bool kWgIdleSkip = false;  // wg_idle_rows=compute
 constexpr bool kWgKvFenceCpAsync = true;  // wg_kv_fence=cp_async
 constexpr bool kWgKvWaitFirst = false;  // wg_kv_wait=each
+constexpr bool kWgKAhead = true;  // wg_kv_order=k_ahead
 constexpr int kRegsProducer = 40;
 constexpr int kRegsConsumer = 232;
 template <int D>
@@ -1540,6 +1541,11 @@ __device__ __forceinline__ void tma_store_5d(const CUtensorMap* map, uint32_t sr
 
 // The producer of wg_load=tma: one thread walks the same tiles and key blocks as the consumers
 // and keeps the Q buffer and the K/V stage ring full.
+// wg_kv_order=k_ahead: it copies block j + 1's K before block j's V, the order the consumers need
+// them in with wg_overlap (S of block j + 1 is issued before P V of block j), so the next S's copy
+// is not queued behind a V the consumers need later. K and V keep their own full/empty barriers,
+// so only the order of the waits and copies moves. K(j + 1) waits for K(j + 1 - S)'s release,
+// which the consumers give after S of that block, and needs nothing issued after it: no wait cycle.
 template <int D>
 __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a, const Sched& sc,
                                                  const Sm90Maps& maps, uint32_t q_s, uint32_t k_s,
@@ -1563,21 +1569,42 @@ __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a,
 #pragma unroll
     for (int p = 0; p < P; ++p)
       tma_load_5d(q_cur + p * BM * 128, &maps.q, q_full, p * 64, 0, x.m0 / sc.gp, x.id.head, x.id.batch);
-    // wg_kv_order=k_ahead: K of block j + 1, then V of block j (block kb's stage: kb % S).
-    for (int kb = 0, vb = 0; vb < x.nb;) {
-      const bool is_k = kb < x.nb && kb <= vb + 1;
-      const int j = is_k ? kb++ : vb++;
-      const uint32_t gj = gb + uint32_t(j);
-      const int st = int(gj % S);
-      const uint32_t ph = (gj / S) & 1u;
-      const int n0 = (x.b_lo + j) * BN;
-      const uint32_t full = bars + 8 * (2 + (is_k ? 0 : S) + st), empty = bars + 8 * (2 + (is_k ? 2 : 3) * S + st);
-      if (gj >= uint32_t(S)) mbar_wait(empty, ph ^ 1u);
-      mbar_expect_tx(full, C::kKVBytes);
-      const uint32_t dst = (is_k ? k_s : v_s) + st * C::kKVBytes;
-      const CUtensorMap* map = is_k ? &maps.k : &maps.v;
+    if constexpr (kWgKAhead) {
+      // wg_kv_order=k_ahead: K of block j + 1, then V of block j (block kb's stage: kb % S).
+      for (int kb = 0, vb = 0; vb < x.nb;) {
+        const bool is_k = kb < x.nb && kb <= vb + 1;
+        const int j = is_k ? kb++ : vb++;
+        const uint32_t gj = gb + uint32_t(j);
+        const int st = int(gj % S);
+        const uint32_t ph = (gj / S) & 1u;
+        const int n0 = (x.b_lo + j) * BN;
+        const uint32_t full = bars + 8 * (2 + (is_k ? 0 : S) + st), empty = bars + 8 * (2 + (is_k ? 2 : 3) * S + st);
+        if (gj >= uint32_t(S)) mbar_wait(empty, ph ^ 1u);
+        mbar_expect_tx(full, C::kKVBytes);
+        const uint32_t dst = (is_k ? k_s : v_s) + st * C::kKVBytes;
+        const CUtensorMap* map = is_k ? &maps.k : &maps.v;
 #pragma unroll
-      for (int p = 0; p < P; ++p) tma_load_4d(dst + p * BN * 128, map, full, p * 64, n0, x.kv_head, x.id.batch);
+        for (int p = 0; p < P; ++p) tma_load_4d(dst + p * BN * 128, map, full, p * 64, n0, x.kv_head, x.id.batch);
+      }
+    } else {
+      for (int j = 0; j < x.nb; ++j) {
+        const uint32_t gj = gb + uint32_t(j);
+        const int st = int(gj % S);
+        const uint32_t ph = (gj / S) & 1u;
+        const int n0 = (x.b_lo + j) * BN;
+        const uint32_t k_full = bars + 8 * (2 + st), v_full = bars + 8 * (2 + S + st);
+        const uint32_t k_empty = bars + 8 * (2 + 2 * S + st), v_empty = bars + 8 * (2 + 3 * S + st);
+        if (gj >= uint32_t(S)) mbar_wait(k_empty, ph ^ 1u);
+        mbar_expect_tx(k_full, C::kKVBytes);
+#pragma unroll
+        for (int p = 0; p < P; ++p)
+          tma_load_4d(k_s + st * C::kKVBytes + p * BN * 128, &maps.k, k_full, p * 64, n0, x.kv_head, x.id.batch);
+        if (gj >= uint32_t(S)) mbar_wait(v_empty, ph ^ 1u);
+        mbar_expect_tx(v_full, C::kKVBytes);
+#pragma unroll
+        for (int p = 0; p < P; ++p)
+          tma_load_4d(v_s + st * C::kKVBytes + p * BN * 128, &maps.v, v_full, p * 64, n0, x.kv_head, x.id.batch);
+      }
     }
     gb += uint32_t(x.nb);
     // the next tile: round robin, or (dynamic) the next in heavy-first order, claimed now that

@@ -1126,6 +1126,7 @@ constexpr bool kWgL2HintQ = false;
 constexpr bool kWgIdleSkip = false;  // wg_idle_rows=compute
 constexpr bool kWgKvFenceCpAsync = false;  // wg_kv_fence=every_block
 constexpr bool kWgKvWaitFirst = false;  // wg_kv_wait=each
+constexpr bool kWgKAhead = false;  // wg_kv_order=kv
 constexpr int kRegsProducer = 40;
 constexpr int kRegsConsumer = 232;
 // no copy-engine build in this file (where there is one, the kernel's own kTma hides this)
