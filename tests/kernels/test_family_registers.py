@@ -306,15 +306,18 @@ def test_wg_k_wait_before_turn_waits_for_k_before_the_warpgroup_takes_its_turn()
                 render(parse_knobs("mma=wgmma,wg_k_wait=before_turn"))):
         assert not [str(f) for f in check_source(src) if f.blocking]
         issue_qk = src.split("    auto issue_qk = [&](int j) {\n")[1].split("    };\n")[0]
-        assert "k_full" not in issue_qk and "wgmma_ss<BN>(s, " in issue_qk  # the turn issues only
+        assert "constexpr bool kWgKBeforeTurn = true;  // wg_k_wait=before_turn" in src
+        # the turn issues only: issue_qk's wait for K is wg_k_wait=in_turn's
+        assert "if (!kWgKBeforeTurn && " in issue_qk and "wgmma_ss<BN>(s, " in issue_qk
         consumers = src.split("    auto issue_qk = [&](int j) {\n")[1].split("    // Epilogue:")[0]
         # every S = Q K^T of the computing loops: K waited for, then the turn, then the wgmmas
         issues = re.findall(r"\n( *)turn_wait\(\);\n\1issue_qk\((\w+)\);", consumers)
         assert len(issues) == 3 and all(
             f"{ind}wait_k({j});\n{ind}turn_wait();\n{ind}issue_qk({j});" in consumers for ind, j in issues)
         assert src.count("wait_k(") == 3 and src.count("auto wait_k = ") == 1  # three calls, one helper
-        wait_k = src.split("    auto wait_k = [&](int j) { ")[1].split(" };\n")[0]
-        assert wait_k == "mbar_wait(k_full(int((gb + uint32_t(j)) % S)), ((gb + uint32_t(j)) / S) & 1u);"
+        wait_k = src.split("    auto wait_k = [&](int j) {\n")[1].split("\n    };\n")[0]
+        assert wait_k == ("      if constexpr (kWgKBeforeTurn) "
+                          "mbar_wait(k_full(int((gb + uint32_t(j)) % S)), ((gb + uint32_t(j)) / S) & 1u);")
         # V's wait stays inside the turn, between the two products
         assert "mbar_wait(v_full(st), ((gb + uint32_t(j)) / S) & 1u);" in src.split(
             "    auto issue_pv = [&](int j) {\n")[1].split("    };\n")[0]
@@ -333,9 +336,11 @@ def test_wg_kv_wait_first_leaves_the_waits_to_the_first_warpgroup_in_the_turn_or
     src = render(k)
     assert not [str(x) for x in check_source(src) if x.blocking]
     consumer = src.split("// ---- consumer warpgroups")[1].split("// Epilogue:")[0]
-    for name, bar in (("issue_qk", "k_full"), ("issue_pv", "v_full")):
+    for name, bar, wait in (("issue_qk", "k_full", "if (!kWgKBeforeTurn && (!kWgKvWaitFirst || !kTma || c == 0))\n"
+                                                     "        mbar_wait"),
+                            ("issue_pv", "v_full", "if (!kWgKvWaitFirst || !kTma || c == 0) mbar_wait")):
         body = consumer.split(f"auto {name} = [&](int j) {{")[1].split("};")[0]
-        assert f"if (!kWgKvWaitFirst || !kTma || c == 0) mbar_wait({bar}(st), ((gb + uint32_t(j)) / S) & 1u);" in body
+        assert f"{wait}({bar}(st), ((gb + uint32_t(j)) / S) & 1u);" in body
     assert "constexpr bool kWgKvWaitFirst = true;  // wg_kv_wait=first" in src
     # consumer 0 takes the first turn, and every issue sits inside a turn, so the others issue a
     # block's wgmmas only after consumer 0 has waited for it

@@ -130,6 +130,7 @@ def sm90_constants(k: Knobs) -> str:
         f"constexpr bool kWgIdleSkip = {_b(k.wg_idle_rows == 'skip')};  // wg_idle_rows={k.wg_idle_rows}",
         f"constexpr bool kWgKvFenceCpAsync = {_b(k.wg_kv_fence == 'cp_async')};  // wg_kv_fence={k.wg_kv_fence}",
         f"constexpr bool kWgKvWaitFirst = {_b(k.wg_kv_wait == 'first')};  // wg_kv_wait={k.wg_kv_wait}",
+        f"constexpr bool kWgKBeforeTurn = {_b(k.wg_k_wait == 'before_turn')};  // wg_k_wait={k.wg_k_wait}",
         f"constexpr bool kWgKAhead = {_b(k.wg_kv_order == 'k_ahead')};  // wg_kv_order={k.wg_kv_order}",
         f"constexpr int kRegsProducer = {REGS_PRODUCER};",
         f"constexpr int kRegsConsumer = {REGS_CONSUMER};",
@@ -189,32 +190,21 @@ def _with_tma(text: str) -> str:
 
 def _with_deep_v(text: str) -> str:
     """wg_v_ring=deeper on the Hopper section, after every other edit of the loop: K's stage and
-    phase use SK wherever the consumers name K (issue_qk's wait, each K release, wg_k_wait's
-    wait before the turn), V's keep S."""
+    phase use SK wherever the consumers name K (issue_qk's wait, each K release, wait_k's wait
+    before the turn), V's keep S."""
     text = apply(text, "wg_v_ring")
     q = "QS * kQBytes" if "kBarOff = QS * kQBytes + " in text else "kQBytes"  # one Q buffer: no QS
     text = apply(text, "wg_v_ring", "bar_offset", Q=q)
     qk = text.index("    auto issue_qk = [&](int j) {\n")
     end = text.index("    };\n", qk)
     body = text[qk:end]
-    # the phase's wait is in issue_qk unless wg_k_wait=before_turn moved it to wait_k
-    if body.count("% S);") != 1 or body.count("/ S) & 1u") > 1:
+    # K's wait is in issue_qk (wg_k_wait=in_turn) and in wait_k (before_turn): both name SK
+    if body.count("% S);") != 1 or body.count("/ S) & 1u") != 1:
         raise RuntimeError("template: expected issue_qk's stage and phase of K")
     text = text[:qk] + body.replace("% S);", "% SK);").replace("/ S) & 1u", "/ SK) & 1u") + text[end:]
     text = swap(text, "release(k_empty(slot(", "release(k_empty(kslot(", "some")
-    before_turn = "mbar_wait(k_full(int((gb + uint32_t(j)) % S)), ((gb + uint32_t(j)) / S) & 1u);"
-    return text.replace(before_turn, "mbar_wait(k_full(int((gb + uint32_t(j)) % SK)), ((gb + uint32_t(j)) / SK) & 1u);")
-
-
-def _with_k_wait_before_turn(text: str) -> str:
-    """wg_k_wait=before_turn on the Hopper section (issue_qk keeps the stage, loses the wait)."""
-    wait = load("wg_k_wait").block("issue_qk_wait")
-    qk = text.index("    auto issue_qk = [&](int j) {\n")
-    end = text.index("    };\n", qk)
-    body = text[qk:end]
-    if body.count(wait) != 1:
-        raise RuntimeError("template: expected issue_qk's wait for K")
-    return apply(text[:qk] + body.replace(wait, "") + text[end:], "wg_k_wait")
+    return swap(text, "mbar_wait(k_full(int((gb + uint32_t(j)) % S)), ((gb + uint32_t(j)) / S) & 1u);",
+                "mbar_wait(k_full(int((gb + uint32_t(j)) % SK)), ((gb + uint32_t(j)) / SK) & 1u);")
 
 
 def _with_cluster(text: str) -> str:
@@ -274,8 +264,6 @@ def sm90_section(k: Knobs) -> str:
         text = apply(text, "wg_epilogue", "tma")
     if k.wg_epilogue_one_q:
         text = apply(text, "wg_epilogue_one_q")
-    if k.wg_k_wait == "before_turn":
-        text = _with_k_wait_before_turn(text)
     if k.wg_v_release == "mid_softmax":
         text = apply(text, "wg_v_release")
     elif k.wg_v_release == "before_softmax":

@@ -1146,6 +1146,7 @@ constexpr bool kWgL2HintQ = false;
 constexpr bool kWgIdleSkip = false;  // wg_idle_rows=compute
 constexpr bool kWgKvFenceCpAsync = true;  // wg_kv_fence=cp_async
 constexpr bool kWgKvWaitFirst = false;  // wg_kv_wait=each
+constexpr bool kWgKBeforeTurn = false;  // wg_k_wait=in_turn
 constexpr bool kWgKAhead = true;  // wg_kv_order=k_ahead
 constexpr int kRegsProducer = 40;
 constexpr int kRegsConsumer = 232;
@@ -1826,11 +1827,18 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
       if constexpr (kHoistQ) return qd[kk];
       else return desc_kmajor<BM>(q_cur, c * 64, kk);
     };
+    // wg_k_wait=before_turn (wg_kv_wait=each): block j's K landed, waited for before the warpgroup's
+    // turn to issue its wgmmas (FA3's order), not inside issue_qk; the turn then holds the two wgmma
+    // chains and V's wait only.
+    auto wait_k = [&](int j) {
+      if constexpr (kWgKBeforeTurn) mbar_wait(k_full(int((gb + uint32_t(j)) % S)), ((gb + uint32_t(j)) / S) & 1u);
+    };
     // S = Q K^T of block j, issued (not waited for).
     auto slot = [&](int j) { return int((gb + uint32_t(j)) % S); };
     auto issue_qk = [&](int j) {
       const int st = int((gb + uint32_t(j)) % S);
-      if (!kWgKvWaitFirst || !kTma || c == 0) mbar_wait(k_full(st), ((gb + uint32_t(j)) / S) & 1u);
+      if (!kWgKBeforeTurn && (!kWgKvWaitFirst || !kTma || c == 0))
+        mbar_wait(k_full(st), ((gb + uint32_t(j)) / S) & 1u);
       if constexpr (!kWgKvFenceCpAsync || !kTma) fence_async_smem();
       wg_fence();
 #pragma unroll
@@ -1985,6 +1993,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
       if (nb > 0) {
         float alpha[2];
         bool any;
+        wait_k(0);
         turn_wait();
         issue_qk(0);
         turn_pass();
@@ -1995,6 +2004,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
         softmax_any(0, alpha, any);
         pack();
         for (int j = 1; j < nb; ++j) {
+          wait_k(j);
           turn_wait();
           issue_qk(j);
           issue_pv(j - 1);
@@ -2021,6 +2031,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
       for (int j = 0; j < nb; ++j) {
         float alpha[2];
         bool any;
+        wait_k(j);
         turn_wait();
         issue_qk(j);
         turn_pass();
