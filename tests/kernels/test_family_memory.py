@@ -252,8 +252,9 @@ def test_wg_epilogue_one_q_stages_the_one_q_buffer_head_dim_only_for_the_copy_en
     assert not [str(x) for x in check_source(src) if x.blocking]
     # two Q buffers stage as before; one (d256) only when the copy engine stores (the threads' stores
     # from shared memory would only add a step), and never split partials
-    assert "const bool stage_o = (C::QS == 2 || (kTma && maps.o_ok)) && sc.splits == 1;" in src
-    assert "const bool stage_o = C::QS == 2 && sc.splits == 1;" not in src
+    stage_o = "const bool stage_o = (C::QS == 2 || (kWgEpilogueOneQ && kTma && maps.o_ok)) && sc.splits == 1;"
+    assert stage_o in src and "constexpr bool kWgEpilogueOneQ = true;  // wg_epilogue_one_q" in src
+    assert stage_o in render(f) and "constexpr bool kWgEpilogueOneQ = false;  // wg_epilogue_one_q" in render(f)
     # the staged tile keeps its Q buffer until the epilogue: the producer's next Q load waits on it
     assert "if (!stage_o) release_q_now();" in src
 

@@ -131,6 +131,7 @@ def sm90_constants(k: Knobs) -> str:
         f"constexpr bool kWgKvFenceCpAsync = {_b(k.wg_kv_fence == 'cp_async')};  // wg_kv_fence={k.wg_kv_fence}",
         f"constexpr bool kWgKvWaitFirst = {_b(k.wg_kv_wait == 'first')};  // wg_kv_wait={k.wg_kv_wait}",
         f"constexpr bool kWgKBeforeTurn = {_b(k.wg_k_wait == 'before_turn')};  // wg_k_wait={k.wg_k_wait}",
+        f"constexpr bool kWgEpilogueOneQ = {_b(k.wg_epilogue_one_q)};  // wg_epilogue_one_q",
         f"constexpr bool kWgKAhead = {_b(k.wg_kv_order == 'k_ahead')};  // wg_kv_order={k.wg_kv_order}",
         f"constexpr int kRegsProducer = {REGS_PRODUCER};",
         f"constexpr int kRegsConsumer = {REGS_CONSUMER};",
@@ -262,8 +263,6 @@ def sm90_section(k: Knobs) -> str:
         text = apply(text, "wg_epilogue")
     if k.wg_epilogue == "tma":
         text = apply(text, "wg_epilogue", "tma")
-    if k.wg_epilogue_one_q:
-        text = apply(text, "wg_epilogue_one_q")
     if k.wg_v_release == "mid_softmax":
         text = apply(text, "wg_v_release")
     elif k.wg_v_release == "before_softmax":

@@ -1127,6 +1127,7 @@ constexpr bool kWgIdleSkip = false;  // wg_idle_rows=compute
 constexpr bool kWgKvFenceCpAsync = false;  // wg_kv_fence=every_block
 constexpr bool kWgKvWaitFirst = false;  // wg_kv_wait=each
 constexpr bool kWgKBeforeTurn = false;  // wg_k_wait=in_turn
+constexpr bool kWgEpilogueOneQ = false;  // wg_epilogue_one_q
 constexpr bool kWgKAhead = false;  // wg_kv_order=kv
 constexpr int kRegsProducer = 40;
 constexpr int kRegsConsumer = 232;
