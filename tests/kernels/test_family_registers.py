@@ -27,44 +27,43 @@ def test_wg_v_release_moves_the_wait_for_the_previous_p_v_and_its_v_release_into
     base = render(j)
     loop_of = lambda src: src.split("        for (int j = 1; j < nb; ++j) {\n")[1].split(  # noqa: E731
         "        turn_wait();\n        issue_pv(nb - 1);\n")[0]
-    # the default: after the whole softmax, then O's rescale
-    assert loop_of(base).index("softmax_any(j, alpha, any);") < loop_of(base).index(
-        "release(v_empty(slot(j - 1)));") < loop_of(base).index("rescale(alpha, any);")
-    for value, suffix in (("mid_softmax", "-vmid"), ("before_softmax", "-vbefore")):
+    # every value is in every file: the wait for P V of block j - 1 and its V release run before
+    # block j's softmax, inside it (a callback after its first row) or after it, then O's rescale
+    loop = loop_of(base)
+    order = ["if constexpr (kWgVRelease == 2) {", "softmax_any(j, alpha, any, [&] {",
+             "if constexpr (kWgVRelease == 1) {", "if constexpr (kWgVRelease == 0) {", "rescale(alpha, any);"]
+    assert [loop.index(x) for x in order] == sorted(loop.index(x) for x in order)
+    done = ["wg_wait0();", "wg_fence_regs(o);", "release(v_empty(slot(j - 1)));"]
+    for n in (0, 2):
+        branch = loop.split(f"if constexpr (kWgVRelease == {n}) {{\n")[1].split("          }\n")[0]
+        assert [x.strip() for x in branch.splitlines()] == done
+    # mid_softmax: a probe of the V stage's full barrier (passed already) comes first, and the first
+    # row's probabilities before it
+    callback = loop.split("if constexpr (kWgVRelease == 1) {")[1].split("            }\n")[0]
+    order = ["wg_fence_regs(s);", "mbar_wait(v_full(slot(j - 1)), ((gb + uint32_t(j - 1)) / S) & 1u);", *done]
+    assert [callback.index(x) for x in order] == sorted(callback.index(x) for x in order)
+    softmax = base.split("    auto softmax = [&](int j, float (&alpha)[2], bool& any_rescale, auto masked_tag, "
+                         "auto mid) {\n")[1].split("\n    };\n")[0]
+    assert softmax.endswith(
+        "        l_run[h] = l_run[h] * al + rs;\n"
+        "        if (h == 0) mid();  // wg_v_release=mid_softmax: between the two rows\n      }")
+    # every call site passes a callback: the first block's and the plain loop's do nothing
+    assert base.count("softmax_any(0, alpha, any, [] {});") == 1
+    assert base.count("softmax_any(j, alpha, any, [] {});") == 1
+    assert base.count("softmax(j, alpha, any_rescale, TrueTag{}, mid);") == 2
+    assert "constexpr int kWgVRelease = 0;  // wg_v_release=after_softmax" in base
+    for value, suffix, n in (("mid_softmax", "-vmid", 1), ("before_softmax", "-vbefore", 2)):
         k = j.replace(wg_v_release=value).validate()
         assert k.slug().endswith(suffix) and k.recorded()["wg_v_release"] == value
         src = render(k)
         assert not [str(f) for f in check_source(src) if f.blocking]
-        # only the consumers change: past the recorded setting, everything up to the producer's
-        # call is j's
-        head = "      if (tid == 0) sm90_produce_tma<D>(a, sc, maps, q_s, k_s, v_s, bars);\n"
-        assert src.split(head)[0].split("\n#include", 1)[1] == base.split(head)[0].split("\n#include", 1)[1]
-        loop = loop_of(src)
-        assert loop.count("release(v_empty(slot(j - 1)));") == 1 and loop.count("wg_wait0();") == 1
-        if value == "before_softmax":
-            assert loop.index("wg_wait0();") < loop.index("release(v_empty(slot(j - 1)));") < loop.index(
-                "softmax_any(j, alpha, any);") < loop.index("rescale(alpha, any);")
-            continue
-        # mid_softmax: the wait and the release are the callback the softmax runs after its first
-        # row; a probe of the V stage's full barrier (passed already) comes first, and the first
-        # row's probabilities before it
-        callback = loop.split("softmax_any(j, alpha, any, [&] {")[1].split("          });\n")[0]
-        order = ["wg_fence_regs(s);", "mbar_wait(v_full(slot(j - 1)), ((gb + uint32_t(j - 1)) / S) & 1u);",
-                 "wg_wait0();", "wg_fence_regs(o);", "release(v_empty(slot(j - 1)));"]
-        assert [callback.index(x) for x in order] == sorted(callback.index(x) for x in order)
-        assert loop.index("});") < loop.index("rescale(alpha, any);")
-        softmax = src.split("    auto softmax = [&](int j, float (&alpha)[2], bool& any_rescale, auto masked_tag, "
-                            "auto mid) {\n")[1].split("\n    };\n")[0]
-        assert softmax.endswith(
-            "        l_run[h] = l_run[h] * al + rs;\n"
-            "        if (h == 0) mid();  // wg_v_release=mid_softmax: between the two rows\n      }")
-        # every call site passes a callback: the first block's and the plain loop's do nothing
-        assert src.count("softmax_any(0, alpha, any, [] {});") == 1
-        assert src.count("softmax_any(j, alpha, any, [] {});") == 1
-        assert src.count("softmax(j, alpha, any_rescale, TrueTag{}, mid);") == 2
-        # with clusters the release reaches the peer CTA's barrier too
-        cl = loop_of(render(k.replace(wg_cluster=2).validate()))
-        assert "release_kv(v_empty(slot(j - 1)));" in cl.split("softmax_any(j, alpha, any, [&] {")[1]
+        # only the constant changes, past the recorded setting
+        constant = f"constexpr int kWgVRelease = {n};  // wg_v_release={value}"
+        assert src.split("\n#include", 1)[1] == base.split("\n#include", 1)[1].replace(
+            "constexpr int kWgVRelease = 0;  // wg_v_release=after_softmax", constant)
+    # with clusters the release reaches the peer CTA's barrier too
+    cl = loop_of(render(j.replace(wg_v_release="mid_softmax", wg_cluster=2).validate()))
+    assert "release_kv(v_empty(slot(j - 1)));" in cl.split("if constexpr (kWgVRelease == 1) {")[1]
 
 
 def _fragment_slots(src: str) -> dict[tuple[int, int], tuple[int, int]]:
@@ -102,7 +101,7 @@ def test_wg_p_buffers_packs_p_beside_the_exponentials_into_the_set_no_p_v_reads(
     assert "    constexpr bool kTwoP = D >= 128 && kTma;\n    uint32_t pg[kTwoP ? KN : 1][4];\n" in src
     # the softmax packs each row's probabilities after its exponentials, into the fragment
     # registers pack() would have filled: the same layout, register for register
-    softmax = src.split("auto masked_tag, uint32_t (*pn)[4]) {\n")[1].split("\n    };\n")[0]
+    softmax = src.split("auto masked_tag, uint32_t (*pn)[4], auto mid) {\n")[1].split("\n    };\n")[0]
     inline = softmax.split("if constexpr (kTwoP) {")[1]
     assert softmax.index("rs += pv;") < softmax.index("if constexpr (kTwoP) {") < softmax.index(
         "l_run[h] = l_run[h] * al + rs;")
@@ -122,20 +121,20 @@ def test_wg_p_buffers_packs_p_beside_the_exponentials_into_the_set_no_p_v_reads(
     two = src.split("        if constexpr (kTwoP) {\n")[1].split("        } else {\n        pack();\n")[0]
     step = two.split("auto step = [&](int j, uint32_t (&pn)[KN][4], const uint32_t (&pp)[KN][4]) {\n")[1]
     step = step.split("          };\n")[0]
-    order = ["issue_qk(j);", "issue_pv(j - 1, pp);", "turn_pass();", "softmax_any(j, alpha, any, pn);",
+    order = ["issue_qk(j);", "issue_pv(j - 1, pp);", "turn_pass();", "softmax_any(j, alpha, any, pn, [] {});",
              "wg_wait0();", "release(v_empty(slot(j - 1)));", "rescale(alpha, any);"]
     assert [step.index(x) for x in order] == sorted(step.index(x) for x in order)
     loop = two.split("for (int j = 1; j < nb; j += 2) {")[1].split("          }\n")[0]
     assert [line.strip() for line in loop.strip().splitlines()[1:]] == [
         "step(j, pg, pf);", "if (j + 1 == nb) break;", "step(j + 1, pf, pg);"]
     # block 0 packs into pf, so block nb - 1's P is in pg exactly when nb - 1 is odd
-    assert src.count("        softmax_any(0, alpha, any, pf);\n") == 1
+    assert src.count("        softmax_any(0, alpha, any, pf, [] {});  // no P V in flight yet\n") == 1
     tail = two.split("          turn_wait();\n          if ((nb - 1) & 1) {\n")[1]
     assert tail.startswith("            issue_pv(nb - 1, pg);\n          } else {\n            issue_pv(nb - 1, pf);\n")
     # d64 and the cp.async build keep one set, packed once P V of block j - 1 is done
     one = src.split("        } else {\n        pack();\n")[1].split("        issue_pv(nb - 1, pf);\n")[0]
-    assert one.index("issue_pv(j - 1, pf);") < one.index("softmax_any(j, alpha, any, pf);") < one.index(
-        "wg_wait0();") < one.index("          pack();")
+    assert one.index("issue_pv(j - 1, pf);") < one.index("softmax_any(j, alpha, any, pf, [&] {") < one.index(
+        "if constexpr (kWgVRelease == 0) {") < one.index("          pack();")
     # the block-by-block loop (no P V in flight in the softmax) packs inside it with two sets
     plain = src.split("    } else {\n      for (int j = 0; j < nb; ++j) {\n")[1]
     assert "        if constexpr (!kTwoP) pack();" in plain.split("issue_pv(j, pf);")[0]

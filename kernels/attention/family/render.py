@@ -33,6 +33,7 @@ _GRID_ORDER = {"m_fastest": 0, "head_fastest": 1, "heavy_first": 2}
 _SPLIT = {"off": 0, "1wave": 1, "2wave": 2}
 _PACK = {"off": 0, "decode": 1, "on": 2}
 _COMBINE = {"serial": 0, "parallel": 1, "wide": 2, "burst": 3}
+_V_RELEASE = {"after_softmax": 0, "mid_softmax": 1, "before_softmax": 2}
 
 
 def _b(v: bool) -> str:
@@ -132,6 +133,7 @@ def sm90_constants(k: Knobs) -> str:
         f"constexpr bool kWgKvWaitFirst = {_b(k.wg_kv_wait == 'first')};  // wg_kv_wait={k.wg_kv_wait}",
         f"constexpr bool kWgKBeforeTurn = {_b(k.wg_k_wait == 'before_turn')};  // wg_k_wait={k.wg_k_wait}",
         f"constexpr bool kWgEpilogueOneQ = {_b(k.wg_epilogue_one_q)};  // wg_epilogue_one_q",
+        f"constexpr int kWgVRelease = {_V_RELEASE[k.wg_v_release]};  // wg_v_release={k.wg_v_release}",
         f"constexpr bool kWgKAhead = {_b(k.wg_kv_order == 'k_ahead')};  // wg_kv_order={k.wg_kv_order}",
         f"constexpr int kRegsProducer = {REGS_PRODUCER};",
         f"constexpr int kRegsConsumer = {REGS_CONSUMER};",
@@ -263,10 +265,6 @@ def sm90_section(k: Knobs) -> str:
         text = apply(text, "wg_epilogue")
     if k.wg_epilogue == "tma":
         text = apply(text, "wg_epilogue", "tma")
-    if k.wg_v_release == "mid_softmax":
-        text = apply(text, "wg_v_release")
-    elif k.wg_v_release == "before_softmax":
-        text = apply(text, "wg_v_release", "before_softmax")
     if k.wg_p_buffers == 2:
         text = apply(text, "wg_p_buffers")
     if k.wg_v_ring == "deeper":

@@ -1150,6 +1150,7 @@ constexpr bool kWgKvFenceCpAsync = true;  // wg_kv_fence=cp_async
 constexpr bool kWgKvWaitFirst = false;  // wg_kv_wait=each
 constexpr bool kWgKBeforeTurn = false;  // wg_k_wait=in_turn
 constexpr bool kWgEpilogueOneQ = true;  // wg_epilogue_one_q
+constexpr int kWgVRelease = 0;  // wg_v_release=after_softmax
 constexpr bool kWgKAhead = true;  // wg_kv_order=k_ahead
 constexpr int kRegsProducer = 40;
 constexpr int kRegsConsumer = 232;
@@ -1866,8 +1867,9 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
       for (int kk = 0; kk < KN; ++kk) wgmma_rs<D>(o, pf[kk], desc_mnmajor<BN>(v_s + st * C::kKVBytes, kk));
       wg_commit();
     };
-    // Mask and online softmax of block j in s (in place: s becomes P); alpha rescales O.
-    auto softmax = [&](int j, float (&alpha)[2], bool& any_rescale, auto masked_tag) {
+    // Mask and online softmax of block j in s (in place: s becomes P); alpha rescales O. mid runs
+    // between the two rows (wg_v_release=mid_softmax's wait for the previous P V; else nothing).
+    auto softmax = [&](int j, float (&alpha)[2], bool& any_rescale, auto masked_tag, auto mid) {
       constexpr bool kMasked = decltype(masked_tag)::value;
       if constexpr (kMasked) {
         const int n0 = (b_lo + j) * BN;
@@ -1922,17 +1924,18 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
             rs += pv;
           }
         l_run[h] = l_run[h] * al + rs;
+        if (h == 0) mid();  // wg_v_release=mid_softmax: between the two rows
       }
     };
-    auto softmax_any = [&](int j, float (&alpha)[2], bool& any_rescale) {
+    auto softmax_any = [&](int j, float (&alpha)[2], bool& any_rescale, auto mid) {
       if constexpr (kMaskSplit) {
         if (b_lo + j >= n_full) {
-          softmax(j, alpha, any_rescale, TrueTag{});
+          softmax(j, alpha, any_rescale, TrueTag{}, mid);
         } else {
-          softmax(j, alpha, any_rescale, FalseTag{});
+          softmax(j, alpha, any_rescale, FalseTag{}, mid);
         }
       } else {
-        softmax(j, alpha, any_rescale, TrueTag{});
+        softmax(j, alpha, any_rescale, TrueTag{}, mid);
       }
     };
     auto rescale = [&](const float (&alpha)[2], bool any_rescale) {
@@ -2010,7 +2013,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
         wg_fence_regs(s);
         release(k_empty(slot(0)));
         if (nb == 1) release_q();
-        softmax_any(0, alpha, any);
+        softmax_any(0, alpha, any, [] {});  // no P V in flight yet
         pack();
         for (int j = 1; j < nb; ++j) {
           wait_k(j);
@@ -2022,10 +2025,30 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
           wg_fence_regs(s);
           release(k_empty(slot(j)));
           if (j == nb - 1) release_q();
-          softmax_any(j, alpha, any);
-          wg_wait0();
-          wg_fence_regs(o);
-          release(v_empty(slot(j - 1)));
+          // wg_v_release: P V of block j - 1 waited for and its V stage released before block j's
+          // softmax (before_softmax), between its two rows (mid_softmax) or after it (after_softmax).
+          // Written out three times: a shared lambda renumbers the PTX's registers.
+          if constexpr (kWgVRelease == 2) {
+            wg_wait0();
+            wg_fence_regs(o);
+            release(v_empty(slot(j - 1)));
+          }
+          softmax_any(j, alpha, any, [&] {
+            if constexpr (kWgVRelease == 1) {
+              wg_fence_regs(s);  // the first row's probabilities first (else the wait moves up)
+              // a probe of V's full barrier (passed already: its next fill waits for this release)
+              // ends ptxas's basic block, which would otherwise hoist the wait above the first row
+              mbar_wait(v_full(slot(j - 1)), ((gb + uint32_t(j - 1)) / S) & 1u);
+              wg_wait0();
+              wg_fence_regs(o);
+              release(v_empty(slot(j - 1)));
+            }
+          });
+          if constexpr (kWgVRelease == 0) {
+            wg_wait0();
+            wg_fence_regs(o);
+            release(v_empty(slot(j - 1)));
+          }
           rescale(alpha, any);
           pack();
         }
@@ -2048,7 +2071,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
         wg_fence_regs(s);
         release(k_empty(slot(j)));
         if (j == nb - 1) release_q();
-        softmax_any(j, alpha, any);
+        softmax_any(j, alpha, any, [] {});
         rescale(alpha, any);
         pack();
         turn_wait();

@@ -1154,6 +1154,7 @@ constexpr bool kWgKvFenceCpAsync = true;  // wg_kv_fence=cp_async
 constexpr bool kWgKvWaitFirst = false;  // wg_kv_wait=each
 constexpr bool kWgKBeforeTurn = false;  // wg_k_wait=in_turn
 constexpr bool kWgEpilogueOneQ = true;  // wg_epilogue_one_q
+constexpr int kWgVRelease = 0;  // wg_v_release=after_softmax
 constexpr bool kWgKAhead = true;  // wg_kv_order=k_ahead
 constexpr int kRegsProducer = 40;
 constexpr int kRegsConsumer = 232;
@@ -1875,8 +1876,9 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
       for (int kk = 0; kk < KN; ++kk) wgmma_rs<D>(o, pa[kk], desc_mnmajor<BN>(v_s + st * C::kKVBytes, kk));
       wg_commit();
     };
-    // Mask and online softmax of block j in s (in place: s becomes P); alpha rescales O.
-    auto softmax = [&](int j, float (&alpha)[2], bool& any_rescale, auto masked_tag, uint32_t (*pn)[4]) {
+    // Mask and online softmax of block j in s (in place: s becomes P); alpha rescales O. mid runs
+    // between the two rows (wg_v_release=mid_softmax's wait for the previous P V; else nothing).
+    auto softmax = [&](int j, float (&alpha)[2], bool& any_rescale, auto masked_tag, uint32_t (*pn)[4], auto mid) {
       constexpr bool kMasked = decltype(masked_tag)::value;
       if constexpr (kMasked) {
         const int n0 = (b_lo + j) * BN;
@@ -1936,17 +1938,18 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
             pn[nt / 2][(nt & 1) * 2 + h] = pack_bf16(s[nt * 4 + 2 * h], s[nt * 4 + 2 * h + 1]);
         }
         l_run[h] = l_run[h] * al + rs;
+        if (h == 0) mid();  // wg_v_release=mid_softmax: between the two rows
       }
     };
-    auto softmax_any = [&](int j, float (&alpha)[2], bool& any_rescale, uint32_t (*pn)[4]) {
+    auto softmax_any = [&](int j, float (&alpha)[2], bool& any_rescale, uint32_t (*pn)[4], auto mid) {
       if constexpr (kMaskSplit) {
         if (b_lo + j >= n_full) {
-          softmax(j, alpha, any_rescale, TrueTag{}, pn);
+          softmax(j, alpha, any_rescale, TrueTag{}, pn, mid);
         } else {
-          softmax(j, alpha, any_rescale, FalseTag{}, pn);
+          softmax(j, alpha, any_rescale, FalseTag{}, pn, mid);
         }
       } else {
-        softmax(j, alpha, any_rescale, TrueTag{}, pn);
+        softmax(j, alpha, any_rescale, TrueTag{}, pn, mid);
       }
     };
     auto rescale = [&](const float (&alpha)[2], bool any_rescale) {
@@ -2024,7 +2027,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
         wg_fence_regs(s);
         release(k_empty(slot(0)));
         if (nb == 1) release_q();
-        softmax_any(0, alpha, any, pf);
+        softmax_any(0, alpha, any, pf, [] {});  // no P V in flight yet
         if constexpr (kTwoP) {
           // wg_p_buffers=2: block j's softmax packs into the set P V of block j - 1 does not read
           auto step = [&](int j, uint32_t (&pn)[KN][4], const uint32_t (&pp)[KN][4]) {
@@ -2036,7 +2039,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
             wg_fence_regs(s);
             release(k_empty(slot(j)));
             if (j == nb - 1) release_q();
-            softmax_any(j, alpha, any, pn);
+            softmax_any(j, alpha, any, pn, [] {});
             wg_wait0();
             wg_fence_regs(o);
             release(v_empty(slot(j - 1)));
@@ -2066,10 +2069,30 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
           wg_fence_regs(s);
           release(k_empty(slot(j)));
           if (j == nb - 1) release_q();
-          softmax_any(j, alpha, any, pf);
-          wg_wait0();
-          wg_fence_regs(o);
-          release(v_empty(slot(j - 1)));
+          // wg_v_release: P V of block j - 1 waited for and its V stage released before block j's
+          // softmax (before_softmax), between its two rows (mid_softmax) or after it (after_softmax).
+          // Written out three times: a shared lambda renumbers the PTX's registers.
+          if constexpr (kWgVRelease == 2) {
+            wg_wait0();
+            wg_fence_regs(o);
+            release(v_empty(slot(j - 1)));
+          }
+          softmax_any(j, alpha, any, pf, [&] {
+            if constexpr (kWgVRelease == 1) {
+              wg_fence_regs(s);  // the first row's probabilities first (else the wait moves up)
+              // a probe of V's full barrier (passed already: its next fill waits for this release)
+              // ends ptxas's basic block, which would otherwise hoist the wait above the first row
+              mbar_wait(v_full(slot(j - 1)), ((gb + uint32_t(j - 1)) / S) & 1u);
+              wg_wait0();
+              wg_fence_regs(o);
+              release(v_empty(slot(j - 1)));
+            }
+          });
+          if constexpr (kWgVRelease == 0) {
+            wg_wait0();
+            wg_fence_regs(o);
+            release(v_empty(slot(j - 1)));
+          }
           rescale(alpha, any);
           pack();
         }
@@ -2093,7 +2116,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
         wg_fence_regs(s);
         release(k_empty(slot(j)));
         if (j == nb - 1) release_q();
-        softmax_any(j, alpha, any, pf);
+        softmax_any(j, alpha, any, pf, [] {});
         rescale(alpha, any);
         if constexpr (!kTwoP) pack();  // wg_p_buffers=2: packed in the softmax (no P V in flight)
         turn_wait();
