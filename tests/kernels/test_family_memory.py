@@ -124,7 +124,7 @@ def test_q_ring_and_wide_d64_render_into_the_kernel_and_round_trip() -> None:
         "if (tc >= C::QS) mbar_wait(q_empty_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS - 1) & 1u);",
         "tma_load_5d(q_cur + p * BM * 128, &maps.q, q_full,",
         "cp_async16(q_s + uint32_t(tc % C::QS) * C::kQBytes + 2 * sw_off<BM>(row, qc), src, ok);",
-        "kBarOff = QS * kQBytes + 2 * S * kKVBytes;", "kBars = 2 * QS + 4 * S;",
+        "kBarOff = QS * kQBytes + (SK + S) * kKVBytes;", "kBars = 2 * QS + 4 * S;",
         # three consumers at d64: round-robin turns, registers, no cp.async instantiation there
         "static constexpr int BM = 64 * WgC<D>::HC;", "::\"r\"(1 + (c + 1) % WgC<D>::HC)",
         "if (c == WgC<D>::HC - 1) asm volatile(\"bar.arrive 1, 256;\\n\"",

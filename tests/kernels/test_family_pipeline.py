@@ -127,14 +127,14 @@ def test_wg_idle_rows_skip_gives_a_warpgroup_without_rows_a_loop_without_product
     assert plain_idle.count("turn_wait();") == 2 and plain_idle.count("turn_pass();") == 2
     # each block's K and V released once, after its full barrier; the Q buffer after the last K
     for part, v in ((overlap_idle, "j - 1"), (plain_idle, "j")):
-        assert "filled(k_full(slot(j)), j);\n" in part and part.count("release(k_empty(slot(j)));") == 1
+        assert "filled(k_full(slot(j)), j);\n" in part and part.count("release(k_empty(kslot(j)));") == 1
         assert f"filled(v_full(slot({v})), {v});\n" in part and part.count(f"release(v_empty(slot({v})));") == 1
-        assert part.index("release(k_empty(slot(j)));") < part.index("if (j == nb - 1) release_q();")
+        assert part.index("release(k_empty(kslot(j)));") < part.index("if (j == nb - 1) release_q();")
     assert "mbar_wait(bar, ((gb + uint32_t(j)) / S) & 1u);" in idle  # the block's fill phase
     # with clusters its releases reach the peer CTA's barriers too
     cl = render(k.replace(wg_cluster=2).validate())
     cl_idle = cl.split("    if (idle) {\n")[1].split("    } else if constexpr (kWgOverlap) {\n")[0]
-    assert "release(k_empty(" not in cl_idle and cl_idle.count("release_kv(k_empty(slot(j)));") == 2
+    assert "release(k_empty(" not in cl_idle and cl_idle.count("release_kv(k_empty(kslot(j)));") == 2
 
 
 # -- wg_block_n_d128=176: FA3's non-causal d128 key block -----------------------------------------
@@ -188,7 +188,7 @@ def test_wg_kv_order_k_ahead_copies_the_next_blocks_k_before_this_blocks_v() -> 
     # K and V keep their own stage, barriers and phase: block j's stage is j % S for both
     assert ("const uint32_t full = bars + 8 * (2 + (is_k ? 0 : S) + st), "
             "empty = bars + 8 * (2 + (is_k ? 2 : 3) * S + st);") in producer
-    assert "if (gj >= uint32_t(S)) mbar_wait(empty, ph ^ 1u);" in producer
+    assert "if (gj >= R) mbar_wait(empty, ph ^ 1u);" in producer  # R: S for both rings (wg_v_ring=same)
 
 
 def test_wg_stages_per_head_dim_sizes_each_ring_and_its_q_buffers() -> None:
@@ -208,8 +208,8 @@ def test_wg_stages_per_head_dim_sizes_each_ring_and_its_q_buffers() -> None:
     src = render(d64)
     assert "template <>\nstruct WgStages<64> {\n  static constexpr int value = 4;\n};" in src
     assert "struct WgStages<128>" not in src and "struct WgStages<256>" not in src  # kWgStages there
-    assert "static constexpr int S = WgStages<D>::value;" in src
-    assert "kBarOff = QS * kQBytes + 2 * S * kKVBytes;" in src and "kBars = 2 * QS + 4 * S;" in src
+    assert "static constexpr int SK = WgStages<D>::value;" in src  # K's ring; V's is as deep (wg_v_ring)
+    assert "kBarOff = QS * kQBytes + (SK + S) * kKVBytes;" in src and "kBars = 2 * QS + 4 * S;" in src
     assert src.count("S = C::S") == 2 and "S = kWgStages" not in src  # consumers and the producer
     src128 = render(d128)
     assert "template <>\nstruct WgQRing<128> {\n  static constexpr int QS = 1;\n};" in src128

@@ -316,7 +316,7 @@ def test_wg_k_wait_before_turn_waits_for_k_before_the_warpgroup_takes_its_turn()
         assert src.count("wait_k(") == 3 and src.count("auto wait_k = ") == 1  # three calls, one helper
         wait_k = src.split("    auto wait_k = [&](int j) {\n")[1].split("\n    };\n")[0]
         assert wait_k == ("      if constexpr (kWgKBeforeTurn) "
-                          "mbar_wait(k_full(int((gb + uint32_t(j)) % S)), ((gb + uint32_t(j)) / S) & 1u);")
+                          "mbar_wait(k_full(int((gb + uint32_t(j)) % SK)), ((gb + uint32_t(j)) / SK) & 1u);")
         # V's wait stays inside the turn, between the two products
         assert "mbar_wait(v_full(st), ((gb + uint32_t(j)) / S) & 1u);" in src.split(
             "    auto issue_pv = [&](int j) {\n")[1].split("    };\n")[0]
@@ -339,7 +339,8 @@ def test_wg_kv_wait_first_leaves_the_waits_to_the_first_warpgroup_in_the_turn_or
                                                      "        mbar_wait"),
                             ("issue_pv", "v_full", "if (!kWgKvWaitFirst || !kTma || c == 0) mbar_wait")):
         body = consumer.split(f"auto {name} = [&](int j) {{")[1].split("};")[0]
-        assert f"{wait}({bar}(st), ((gb + uint32_t(j)) / S) & 1u);" in body
+        ring = "SK" if bar == "k_full" else "S"  # K's ring and V's (wg_v_ring)
+        assert f"{wait}({bar}(st), ((gb + uint32_t(j)) / {ring}) & 1u);" in body
     assert "constexpr bool kWgKvWaitFirst = true;  // wg_kv_wait=first" in src
     # consumer 0 takes the first turn, and every issue sits inside a turn, so the others issue a
     # block's wgmmas only after consumer 0 has waited for it

@@ -150,11 +150,10 @@ def sm90_constants(k: Knobs) -> str:
               for d in HEAD_DIMS if k.wg_stages_at(d) != k.wg_stages]
     if k.wg_p_long_blocks:
         lines.append(f"constexpr long long kPLongBlocks = {k.wg_p_long_blocks};  // wg_p_long_blocks")
-    if k.wg_v_ring == "deeper":
-        lines += ["// wg_v_ring=deeper: V stages per head_dim (K's, or one more where shared memory holds it)",
-                  "template <int D>\nstruct WgVStages {\n  static constexpr int value = WgStages<D>::value;\n};"]
-        lines += [f"template <>\nstruct WgVStages<{d}> {{\n  static constexpr int value = {k.wg_v_stages_at(d)};\n}};"
-                  for d in HEAD_DIMS if k.wg_v_stages_at(d) != k.wg_stages_at(d)]
+    lines += [f"// wg_v_ring={k.wg_v_ring}: V stages per head_dim (K's, or one more where shared memory holds it)",
+              "template <int D>\nstruct WgVStages {\n  static constexpr int value = WgStages<D>::value;\n};"]
+    lines += [f"template <>\nstruct WgVStages<{d}> {{\n  static constexpr int value = {k.wg_v_stages_at(d)};\n}};"
+              for d in HEAD_DIMS if k.wg_v_stages_at(d) != k.wg_stages_at(d)]
     return "\n".join(lines)
 
 
@@ -189,25 +188,6 @@ def _before_wgmma(text: str, constants: str) -> str:
 def _with_tma(text: str) -> str:
     device, _, host = TEMPLATE_SM90_TMA.read_text().partition("//@@SM90_TMA_HOST@@\n")
     return apply(text, "wg_load_tma", DEVICE=device, HOST=host)
-
-
-def _with_deep_v(text: str) -> str:
-    """wg_v_ring=deeper on the Hopper section, after every other edit of the loop: K's stage and
-    phase use SK wherever the consumers name K (issue_qk's wait, each K release, wait_k's wait
-    before the turn), V's keep S."""
-    text = apply(text, "wg_v_ring")
-    q = "QS * kQBytes" if "kBarOff = QS * kQBytes + " in text else "kQBytes"  # one Q buffer: no QS
-    text = apply(text, "wg_v_ring", "bar_offset", Q=q)
-    qk = text.index("    auto issue_qk = [&](int j) {\n")
-    end = text.index("    };\n", qk)
-    body = text[qk:end]
-    # K's wait is in issue_qk (wg_k_wait=in_turn) and in wait_k (before_turn): both name SK
-    if body.count("% S);") != 1 or body.count("/ S) & 1u") != 1:
-        raise RuntimeError("template: expected issue_qk's stage and phase of K")
-    text = text[:qk] + body.replace("% S);", "% SK);").replace("/ S) & 1u", "/ SK) & 1u") + text[end:]
-    text = swap(text, "release(k_empty(slot(", "release(k_empty(kslot(", "some")
-    return swap(text, "mbar_wait(k_full(int((gb + uint32_t(j)) % S)), ((gb + uint32_t(j)) / S) & 1u);",
-                "mbar_wait(k_full(int((gb + uint32_t(j)) % SK)), ((gb + uint32_t(j)) / SK) & 1u);")
 
 
 def _with_cluster(text: str) -> str:
@@ -267,8 +247,6 @@ def sm90_section(k: Knobs) -> str:
         text = apply(text, "wg_epilogue", "tma")
     if k.wg_p_buffers == 2:
         text = apply(text, "wg_p_buffers")
-    if k.wg_v_ring == "deeper":
-        text = _with_deep_v(text)
     return text.replace("//@@SM90_WGMMA@@", wgmma_wrappers({k.wg_block_n(d) for d in HEAD_DIMS}, set(HEAD_DIMS)))
 
 

@@ -1153,6 +1153,11 @@ template <int D>
 struct WgStages {
   static constexpr int value = kWgStages;
 };
+// wg_v_ring=same: V stages per head_dim (K's, or one more where shared memory holds it)
+template <int D>
+struct WgVStages {
+  static constexpr int value = WgStages<D>::value;
+};
 
 // Shared-memory tile layout (bf16): 64-column panels, each panel ROWS rows of 128 bytes; the
 // 16-byte chunk index is XOR-ed with (row % 8). With 1024-byte aligned panels this is the
@@ -1280,8 +1285,11 @@ struct Sm90Cfg {
   static constexpr int CH = D / 8;
   static constexpr int kQBytes = BM * D * 2;
   static constexpr int kKVBytes = BN * D * 2;
-  static constexpr int S = WgStages<D>::value;  // K/V stages (wg_stages_d64/d128)
-  static constexpr int kBarOff = kQBytes + 2 * S * kKVBytes;
+  // wg_v_ring=deeper: V's ring may be deeper than K's (WgVStages); S also spaces the barriers
+  static constexpr int SK = WgStages<D>::value;  // K stages (wg_stages_d64/d128)
+  static constexpr int S = WgVStages<D>::value;  // V stages, and the barriers' spacing
+  static_assert(S >= SK, "V's ring is at least as deep as K's");
+  static constexpr int kBarOff = kQBytes + (SK + S) * kKVBytes;
   static constexpr int kBars = 2 + 4 * S;  // q_full, q_empty, k/v_full, k/v_empty
   static constexpr size_t kSmem = size_t(kBarOff + 8 * kBars) + 1024;  // + alignment slack
   static_assert(BN % 16 == 0 && BN <= 256, "block_n must be a multiple of 16, at most 256");
@@ -1395,7 +1403,7 @@ __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a,
                                                  const Sm90Maps& maps, uint32_t q_s, uint32_t k_s,
                                                  uint32_t v_s, uint32_t bars) {
   using C = Sm90Cfg<D>;
-  constexpr int BM = C::BM, BN = C::BN, S = C::S, P = D / 64;
+  constexpr int BM = C::BM, BN = C::BN, S = C::S, SK = C::SK, P = D / 64;
   const uint32_t q_full = bars, q_empty = bars + 8;
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&maps.q)) : "memory");
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&maps.k)) : "memory");
@@ -1416,11 +1424,12 @@ __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a,
         const bool is_k = kb < x.nb && kb <= vb + 1;
         const int j = is_k ? kb++ : vb++;
         const uint32_t gj = gb + uint32_t(j);
-        const int st = int(gj % S);
-        const uint32_t ph = (gj / S) & 1u;
+        const uint32_t R = is_k ? uint32_t(SK) : uint32_t(S);  // wg_v_ring=deeper: this copy's ring
+        const int st = int(is_k ? gj % SK : gj % S);
+        const uint32_t ph = (is_k ? gj / SK : gj / S) & 1u;
         const int n0 = (x.b_lo + j) * BN;
         const uint32_t full = bars + 8 * (2 + (is_k ? 0 : S) + st), empty = bars + 8 * (2 + (is_k ? 2 : 3) * S + st);
-        if (gj >= uint32_t(S)) mbar_wait(empty, ph ^ 1u);
+        if (gj >= R) mbar_wait(empty, ph ^ 1u);
         mbar_expect_tx(full, C::kKVBytes);
         const uint32_t dst = (is_k ? k_s : v_s) + st * C::kKVBytes;
         const CUtensorMap* map = is_k ? &maps.k : &maps.v;
@@ -1455,7 +1464,7 @@ template <int D, bool kTma>
 __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
     const SocraticAttentionArgs a, const Sched sc, const __grid_constant__ Sm90Maps maps) {
   using C = Sm90Cfg<D>;
-  constexpr int BM = C::BM, BN = C::BN, CH = C::CH, S = C::S;
+  constexpr int BM = C::BM, BN = C::BN, CH = C::CH, S = C::S, SK = C::SK;
   constexpr int NT = BN / 8, DT = D / 8, KD = D / 16, KN = BN / 16;
   // wg_combine_pdl: the combine behind a split call may launch once every CTA has started
   if constexpr (kCombinePdl) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -1464,7 +1473,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
   const uint32_t base = (raw + 1023u) & ~1023u;
   const uint32_t q_s = base;
   const uint32_t k_s = q_s + C::kQBytes;
-  const uint32_t v_s = k_s + S * C::kKVBytes;
+  const uint32_t v_s = k_s + SK * C::kKVBytes;
   const uint32_t bars = base + C::kBarOff;
   const uint32_t q_full = bars, q_empty = bars + 8;
   auto k_full = [&](int s) { return bars + 8 * (2 + s); };
@@ -1553,9 +1562,10 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
         const int st = int(gj % S);
         const uint32_t ph = (gj / S) & 1u;
         const int n0 = (b_lo + j) * BN;
-        if (gj >= uint32_t(S)) mbar_wait(k_empty(st), ph ^ 1u);
-        load_tile(k_s + st * C::kKVBytes, Kb, a.k_row_stride, n0);
-        cp_async_arrive(k_full(st));
+        const int sk = int(gj % SK);  // wg_v_ring=deeper: K's stage in its own ring
+        if (gj >= uint32_t(SK)) mbar_wait(k_empty(sk), ((gj / SK) & 1u) ^ 1u);
+        load_tile(k_s + sk * C::kKVBytes, Kb, a.k_row_stride, n0);
+        cp_async_arrive(k_full(sk));
         if (gj >= uint32_t(S)) mbar_wait(v_empty(st), ph ^ 1u);
         load_tile(v_s + st * C::kKVBytes, Vb, a.v_row_stride, n0);
         cp_async_arrive(v_full(st));
@@ -1648,14 +1658,15 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
     // turn to issue its wgmmas (FA3's order), not inside issue_qk; the turn then holds the two wgmma
     // chains and V's wait only.
     auto wait_k = [&](int j) {
-      if constexpr (kWgKBeforeTurn) mbar_wait(k_full(int((gb + uint32_t(j)) % S)), ((gb + uint32_t(j)) / S) & 1u);
+      if constexpr (kWgKBeforeTurn) mbar_wait(k_full(int((gb + uint32_t(j)) % SK)), ((gb + uint32_t(j)) / SK) & 1u);
     };
     // S = Q K^T of block j, issued (not waited for).
     auto slot = [&](int j) { return int((gb + uint32_t(j)) % S); };
+    auto kslot = [&](int j) { return int((gb + uint32_t(j)) % SK); };  // wg_v_ring=deeper: K's ring
     auto issue_qk = [&](int j) {
-      const int st = int((gb + uint32_t(j)) % S);
+      const int st = int((gb + uint32_t(j)) % SK);
       if (!kWgKBeforeTurn && (!kWgKvWaitFirst || !kTma || c == 0))
-        mbar_wait(k_full(st), ((gb + uint32_t(j)) / S) & 1u);
+        mbar_wait(k_full(st), ((gb + uint32_t(j)) / SK) & 1u);
       if constexpr (!kWgKvFenceCpAsync || !kTma) fence_async_smem();
       wg_fence();
 #pragma unroll
@@ -1785,7 +1796,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
           turn_pass();
           if (j < nb) {
             filled(k_full(slot(j)), j);
-            release(k_empty(slot(j)));
+            release(k_empty(kslot(j)));
             if (j == nb - 1) release_q();
           }
           if (j > 0) {
@@ -1798,7 +1809,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
           turn_wait();
           turn_pass();
           filled(k_full(slot(j)), j);
-          release(k_empty(slot(j)));
+          release(k_empty(kslot(j)));
           if (j == nb - 1) release_q();
           turn_wait();
           turn_pass();
@@ -1818,7 +1829,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
         turn_pass();
         wg_wait0();
         wg_fence_regs(s);
-        release(k_empty(slot(0)));
+        release(k_empty(kslot(0)));
         if (nb == 1) release_q();
         softmax_any(0, alpha, any, [] {});  // no P V in flight yet
         pack();
@@ -1830,7 +1841,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
           turn_pass();
           asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
           wg_fence_regs(s);
-          release(k_empty(slot(j)));
+          release(k_empty(kslot(j)));
           if (j == nb - 1) release_q();
           // wg_v_release: P V of block j - 1 waited for and its V stage released before block j's
           // softmax (before_softmax), between its two rows (mid_softmax) or after it (after_softmax).
@@ -1876,7 +1887,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
         turn_pass();
         wg_wait0();
         wg_fence_regs(s);
-        release(k_empty(slot(j)));
+        release(k_empty(kslot(j)));
         if (j == nb - 1) release_q();
         softmax_any(j, alpha, any, [] {});
         rescale(alpha, any);

@@ -1182,6 +1182,11 @@ struct WgStages<64> {
   static constexpr int value = 4;
 };
 constexpr long long kPLongBlocks = 64;  // wg_p_long_blocks
+// wg_v_ring=same: V stages per head_dim (K's, or one more where shared memory holds it)
+template <int D>
+struct WgVStages {
+  static constexpr int value = WgStages<D>::value;
+};
 
 // Shared-memory tile layout (bf16): 64-column panels, each panel ROWS rows of 128 bytes; the
 // 16-byte chunk index is XOR-ed with (row % 8). With 1024-byte aligned panels this is the
@@ -1344,8 +1349,11 @@ struct Sm90Cfg {
   static constexpr int kQBytes = BM * D * 2;
   static constexpr int kKVBytes = BN * D * 2;
   static constexpr int QS = WgQRing<D>::QS;  // Q buffers
-  static constexpr int S = WgStages<D>::value;  // K/V stages (wg_stages_d64/d128)
-  static constexpr int kBarOff = QS * kQBytes + 2 * S * kKVBytes;
+  // wg_v_ring=deeper: V's ring may be deeper than K's (WgVStages); S also spaces the barriers
+  static constexpr int SK = WgStages<D>::value;  // K stages (wg_stages_d64/d128)
+  static constexpr int S = WgVStages<D>::value;  // V stages, and the barriers' spacing
+  static_assert(S >= SK, "V's ring is at least as deep as K's");
+  static constexpr int kBarOff = QS * kQBytes + (SK + S) * kKVBytes;
   static constexpr int kBars = 2 * QS + 4 * S;  // q_full, q_empty, k/v_full, k/v_empty
   static constexpr int kSlotOff = kBarOff + 8 * kBars;  // wg_scheduler=dynamic: two tile slots
   static constexpr size_t kSmem = size_t(kSlotOff + 96) + 1024;  // 48-byte slots; + alignment slack
@@ -1554,7 +1562,7 @@ __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a,
                                                  const Sm90Maps& maps, uint32_t q_s, uint32_t k_s,
                                                  uint32_t v_s, uint32_t bars) {
   using C = Sm90Cfg<D>;
-  constexpr int BM = C::BM, BN = C::BN, S = C::S, P = D / 64;
+  constexpr int BM = C::BM, BN = C::BN, S = C::S, SK = C::SK, P = D / 64;
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&maps.q)) : "memory");
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&maps.k)) : "memory");
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&maps.v)) : "memory");
@@ -1578,11 +1586,12 @@ __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a,
         const bool is_k = kb < x.nb && kb <= vb + 1;
         const int j = is_k ? kb++ : vb++;
         const uint32_t gj = gb + uint32_t(j);
-        const int st = int(gj % S);
-        const uint32_t ph = (gj / S) & 1u;
+        const uint32_t R = is_k ? uint32_t(SK) : uint32_t(S);  // wg_v_ring=deeper: this copy's ring
+        const int st = int(is_k ? gj % SK : gj % S);
+        const uint32_t ph = (is_k ? gj / SK : gj / S) & 1u;
         const int n0 = (x.b_lo + j) * BN;
         const uint32_t full = bars + 8 * (2 + (is_k ? 0 : S) + st), empty = bars + 8 * (2 + (is_k ? 2 : 3) * S + st);
-        if (gj >= uint32_t(S)) mbar_wait(empty, ph ^ 1u);
+        if (gj >= R) mbar_wait(empty, ph ^ 1u);
         mbar_expect_tx(full, C::kKVBytes);
         const uint32_t dst = (is_k ? k_s : v_s) + st * C::kKVBytes;
         const CUtensorMap* map = is_k ? &maps.k : &maps.v;
@@ -1629,7 +1638,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
     const SocraticAttentionArgs a, const Sched sc, const __grid_constant__ Sm90Maps maps) {
   using C = Sm90Cfg<D>;
   constexpr int HC = kSolo ? 1 : WgC<D>::HC;  // wg_solo_decode: consumer warpgroups launched
-  constexpr int BM = C::BM, BN = C::BN, CH = C::CH, S = C::S;
+  constexpr int BM = C::BM, BN = C::BN, CH = C::CH, S = C::S, SK = C::SK;
   constexpr int NT = BN / 8, DT = D / 8, KD = D / 16, KN = BN / 16;
   // wg_combine_pdl: the combine behind a split call may launch once every CTA has started
   if constexpr (kCombinePdl) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -1638,7 +1647,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
   const uint32_t base = (raw + 1023u) & ~1023u;
   const uint32_t q_s = base;
   const uint32_t k_s = q_s + C::QS * C::kQBytes;
-  const uint32_t v_s = k_s + S * C::kKVBytes;
+  const uint32_t v_s = k_s + SK * C::kKVBytes;
   const uint32_t bars = base + C::kBarOff;
   const uint32_t q_full = bars, q_empty = bars + 8;
   auto k_full = [&](int s) { return bars + 8 * (2 + s); };
@@ -1731,9 +1740,10 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
         const int st = int(gj % S);
         const uint32_t ph = (gj / S) & 1u;
         const int n0 = (b_lo + j) * BN;
-        if (gj >= uint32_t(S)) mbar_wait(k_empty(st), ph ^ 1u);
-        load_tile(k_s + st * C::kKVBytes, Kb, a.k_row_stride, n0);
-        cp_async_arrive(k_full(st));
+        const int sk = int(gj % SK);  // wg_v_ring=deeper: K's stage in its own ring
+        if (gj >= uint32_t(SK)) mbar_wait(k_empty(sk), ((gj / SK) & 1u) ^ 1u);
+        load_tile(k_s + sk * C::kKVBytes, Kb, a.k_row_stride, n0);
+        cp_async_arrive(k_full(sk));
         if (gj >= uint32_t(S)) mbar_wait(v_empty(st), ph ^ 1u);
         load_tile(v_s + st * C::kKVBytes, Vb, a.v_row_stride, n0);
         cp_async_arrive(v_full(st));
@@ -1850,14 +1860,15 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
     // turn to issue its wgmmas (FA3's order), not inside issue_qk; the turn then holds the two wgmma
     // chains and V's wait only.
     auto wait_k = [&](int j) {
-      if constexpr (kWgKBeforeTurn) mbar_wait(k_full(int((gb + uint32_t(j)) % S)), ((gb + uint32_t(j)) / S) & 1u);
+      if constexpr (kWgKBeforeTurn) mbar_wait(k_full(int((gb + uint32_t(j)) % SK)), ((gb + uint32_t(j)) / SK) & 1u);
     };
     // S = Q K^T of block j, issued (not waited for).
     auto slot = [&](int j) { return int((gb + uint32_t(j)) % S); };
+    auto kslot = [&](int j) { return int((gb + uint32_t(j)) % SK); };  // wg_v_ring=deeper: K's ring
     auto issue_qk = [&](int j) {
-      const int st = int((gb + uint32_t(j)) % S);
+      const int st = int((gb + uint32_t(j)) % SK);
       if (!kWgKBeforeTurn && (!kWgKvWaitFirst || !kTma || c == 0))
-        mbar_wait(k_full(st), ((gb + uint32_t(j)) / S) & 1u);
+        mbar_wait(k_full(st), ((gb + uint32_t(j)) / SK) & 1u);
       if constexpr (!kWgKvFenceCpAsync || !kTma) fence_async_smem();
       wg_fence();
 #pragma unroll
@@ -1992,7 +2003,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
           turn_pass();
           if (j < nb) {
             filled(k_full(slot(j)), j);
-            release(k_empty(slot(j)));
+            release(k_empty(kslot(j)));
             if (j == nb - 1) release_q();
           }
           if (j > 0) {
@@ -2005,7 +2016,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
           turn_wait();
           turn_pass();
           filled(k_full(slot(j)), j);
-          release(k_empty(slot(j)));
+          release(k_empty(kslot(j)));
           if (j == nb - 1) release_q();
           turn_wait();
           turn_pass();
@@ -2025,7 +2036,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
         turn_pass();
         wg_wait0();
         wg_fence_regs(s);
-        release(k_empty(slot(0)));
+        release(k_empty(kslot(0)));
         if (nb == 1) release_q();
         softmax_any(0, alpha, any, pf, [] {});  // no P V in flight yet
         if constexpr (kTwoP) {
@@ -2037,7 +2048,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
             turn_pass();
             asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
             wg_fence_regs(s);
-            release(k_empty(slot(j)));
+            release(k_empty(kslot(j)));
             if (j == nb - 1) release_q();
             softmax_any(j, alpha, any, pn, [] {});
             wg_wait0();
@@ -2067,7 +2078,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
           turn_pass();
           asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
           wg_fence_regs(s);
-          release(k_empty(slot(j)));
+          release(k_empty(kslot(j)));
           if (j == nb - 1) release_q();
           // wg_v_release: P V of block j - 1 waited for and its V stage released before block j's
           // softmax (before_softmax), between its two rows (mid_softmax) or after it (after_softmax).
@@ -2114,7 +2125,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
         turn_pass();
         wg_wait0();
         wg_fence_regs(s);
-        release(k_empty(slot(j)));
+        release(k_empty(kslot(j)));
         if (j == nb - 1) release_q();
         softmax_any(j, alpha, any, pf, [] {});
         rescale(alpha, any);

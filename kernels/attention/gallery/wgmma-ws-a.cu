@@ -1153,6 +1153,11 @@ template <int D>
 struct WgStages {
   static constexpr int value = kWgStages;
 };
+// wg_v_ring=same: V stages per head_dim (K's, or one more where shared memory holds it)
+template <int D>
+struct WgVStages {
+  static constexpr int value = WgStages<D>::value;
+};
 
 // Shared-memory tile layout (bf16): 64-column panels, each panel ROWS rows of 128 bytes; the
 // 16-byte chunk index is XOR-ed with (row % 8). With 1024-byte aligned panels this is the
@@ -1280,8 +1285,11 @@ struct Sm90Cfg {
   static constexpr int CH = D / 8;
   static constexpr int kQBytes = BM * D * 2;
   static constexpr int kKVBytes = BN * D * 2;
-  static constexpr int S = WgStages<D>::value;  // K/V stages (wg_stages_d64/d128)
-  static constexpr int kBarOff = kQBytes + 2 * S * kKVBytes;
+  // wg_v_ring=deeper: V's ring may be deeper than K's (WgVStages); S also spaces the barriers
+  static constexpr int SK = WgStages<D>::value;  // K stages (wg_stages_d64/d128)
+  static constexpr int S = WgVStages<D>::value;  // V stages, and the barriers' spacing
+  static_assert(S >= SK, "V's ring is at least as deep as K's");
+  static constexpr int kBarOff = kQBytes + (SK + S) * kKVBytes;
   static constexpr int kBars = 2 + 4 * S;  // q_full, q_empty, k/v_full, k/v_empty
   static constexpr size_t kSmem = size_t(kBarOff + 8 * kBars) + 1024;  // + alignment slack
   static_assert(BN % 16 == 0 && BN <= 256, "block_n must be a multiple of 16, at most 256");
@@ -1319,7 +1327,7 @@ __device__ __forceinline__ Sm90Tile sm90_tile(int tile, const SocraticAttentionA
 template <int D>
 __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const SocraticAttentionArgs a, const Sched sc) {
   using C = Sm90Cfg<D>;
-  constexpr int BM = C::BM, BN = C::BN, CH = C::CH, S = C::S;
+  constexpr int BM = C::BM, BN = C::BN, CH = C::CH, S = C::S, SK = C::SK;
   constexpr int NT = BN / 8, DT = D / 8, KD = D / 16, KN = BN / 16;
   // wg_combine_pdl: the combine behind a split call may launch once every CTA has started
   if constexpr (kCombinePdl) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -1328,7 +1336,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
   const uint32_t base = (raw + 1023u) & ~1023u;
   const uint32_t q_s = base;
   const uint32_t k_s = q_s + C::kQBytes;
-  const uint32_t v_s = k_s + S * C::kKVBytes;
+  const uint32_t v_s = k_s + SK * C::kKVBytes;
   const uint32_t bars = base + C::kBarOff;
   const uint32_t q_full = bars, q_empty = bars + 8;
   auto k_full = [&](int s) { return bars + 8 * (2 + s); };
@@ -1413,9 +1421,10 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
         const int st = int(gj % S);
         const uint32_t ph = (gj / S) & 1u;
         const int n0 = (b_lo + j) * BN;
-        if (gj >= uint32_t(S)) mbar_wait(k_empty(st), ph ^ 1u);
-        load_tile(k_s + st * C::kKVBytes, Kb, a.k_row_stride, n0);
-        cp_async_arrive(k_full(st));
+        const int sk = int(gj % SK);  // wg_v_ring=deeper: K's stage in its own ring
+        if (gj >= uint32_t(SK)) mbar_wait(k_empty(sk), ((gj / SK) & 1u) ^ 1u);
+        load_tile(k_s + sk * C::kKVBytes, Kb, a.k_row_stride, n0);
+        cp_async_arrive(k_full(sk));
         if (gj >= uint32_t(S)) mbar_wait(v_empty(st), ph ^ 1u);
         load_tile(v_s + st * C::kKVBytes, Vb, a.v_row_stride, n0);
         cp_async_arrive(v_full(st));
@@ -1508,14 +1517,15 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
     // turn to issue its wgmmas (FA3's order), not inside issue_qk; the turn then holds the two wgmma
     // chains and V's wait only.
     auto wait_k = [&](int j) {
-      if constexpr (kWgKBeforeTurn) mbar_wait(k_full(int((gb + uint32_t(j)) % S)), ((gb + uint32_t(j)) / S) & 1u);
+      if constexpr (kWgKBeforeTurn) mbar_wait(k_full(int((gb + uint32_t(j)) % SK)), ((gb + uint32_t(j)) / SK) & 1u);
     };
     // S = Q K^T of block j, issued (not waited for).
     auto slot = [&](int j) { return int((gb + uint32_t(j)) % S); };
+    auto kslot = [&](int j) { return int((gb + uint32_t(j)) % SK); };  // wg_v_ring=deeper: K's ring
     auto issue_qk = [&](int j) {
-      const int st = int((gb + uint32_t(j)) % S);
+      const int st = int((gb + uint32_t(j)) % SK);
       if (!kWgKBeforeTurn && (!kWgKvWaitFirst || !kTma || c == 0))
-        mbar_wait(k_full(st), ((gb + uint32_t(j)) / S) & 1u);
+        mbar_wait(k_full(st), ((gb + uint32_t(j)) / SK) & 1u);
       if constexpr (!kWgKvFenceCpAsync || !kTma) fence_async_smem();
       wg_fence();
 #pragma unroll
@@ -1645,7 +1655,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
           turn_pass();
           if (j < nb) {
             filled(k_full(slot(j)), j);
-            release(k_empty(slot(j)));
+            release(k_empty(kslot(j)));
             if (j == nb - 1) release_q();
           }
           if (j > 0) {
@@ -1658,7 +1668,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
           turn_wait();
           turn_pass();
           filled(k_full(slot(j)), j);
-          release(k_empty(slot(j)));
+          release(k_empty(kslot(j)));
           if (j == nb - 1) release_q();
           turn_wait();
           turn_pass();
@@ -1678,7 +1688,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
         turn_pass();
         wg_wait0();
         wg_fence_regs(s);
-        release(k_empty(slot(0)));
+        release(k_empty(kslot(0)));
         if (nb == 1) release_q();
         softmax_any(0, alpha, any, [] {});  // no P V in flight yet
         pack();
@@ -1690,7 +1700,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
           turn_pass();
           asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
           wg_fence_regs(s);
-          release(k_empty(slot(j)));
+          release(k_empty(kslot(j)));
           if (j == nb - 1) release_q();
           // wg_v_release: P V of block j - 1 waited for and its V stage released before block j's
           // softmax (before_softmax), between its two rows (mid_softmax) or after it (after_softmax).
@@ -1736,7 +1746,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
         turn_pass();
         wg_wait0();
         wg_fence_regs(s);
-        release(k_empty(slot(j)));
+        release(k_empty(kslot(j)));
         if (j == nb - 1) release_q();
         softmax_any(j, alpha, any, [] {});
         rescale(alpha, any);
