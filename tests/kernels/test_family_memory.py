@@ -132,7 +132,7 @@ def test_q_ring_and_wide_d64_render_into_the_kernel_and_round_trip() -> None:
         "if (!sm90_maps<D>(a, gp, &maps)) return workspace<D>(a);",
     ):
         assert needle in src, needle
-    assert src.count("4 * WgC<D>::HC)") == 4 and "kWgConsumers)" not in src.split("struct WgC<64>")[1]
+    assert src.count("4 * HC)") == 4 and "  constexpr int HC = kSolo ? 1 : WgC<D>::HC;" in src
     # 512 threads launch with 128 registers each: setmaxnreg may hand out no more than that.
     assert 128 * (REGS_WIDE_PRODUCER + 3 * REGS_WIDE_CONSUMER) <= 512 * 128
     assert f"HC = 3, RP = {REGS_WIDE_PRODUCER}, RC = {REGS_WIDE_CONSUMER};" in src

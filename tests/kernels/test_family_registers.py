@@ -165,7 +165,7 @@ def test_wg_p_long_blocks_sends_only_long_calls_to_the_two_set_instantiation() -
     # the host: a long call (head dims with two sets only) takes the kLong launch; decode's solo
     # launch comes first and stays one-set, every other call takes the ordinary one-set kernel
     launch = src.split("int launch_any(const SocraticAttentionArgs* a, cudaStream_t stream) {")[1].split("\n}\n")[0]
-    assert launch.index("if (tma && s.mtotal <= 64) {") < launch.index(
+    assert launch.index("if (kWgSoloDecode && tma && s.mtotal <= 64) {") < launch.index(
         "} else if (tma && long_call<D>(a, s)) {") < launch.index("} else if (tma) {")
     assert ("    if constexpr (D >= 128) {\n      const int le = prepare_sm90<D, true, false, true>();\n"
             "      if (le != cudaSuccess) return le;\n"
@@ -184,11 +184,11 @@ def test_wg_p_long_blocks_sends_only_long_calls_to_the_two_set_instantiation() -
     assert all("kLong" in line or "long_call" in line or "wg_p_long_blocks" in line or "kPLongBlocks" in line
                or line in rule.splitlines() or line in launch.splitlines()
                or line == '//    "wg_solo_decode": true,' for line in changed)
-    # without the one-consumer decode kernel the kernel has two template arguments before kLong
+    # without the one-consumer decode launch the kernel keeps its kSolo argument (false) before kLong
     plain = render(parse_knobs("mma=wgmma,wg_load=tma,wg_p_buffers=2,wg_p_long_blocks=32"))
-    assert plain.count("template <int D, bool kTma, bool kLong = false>\n") == 2
-    assert "attn_fwd_sm90<D, true, true><<<grid, Sm90Cfg<D>::kThreads," in plain
-    assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kLong>," in plain
+    assert plain.count("template <int D, bool kTma, bool kSolo = false, bool kLong = false>\n") == 2
+    assert "attn_fwd_sm90<D, true, false, true><<<grid, Sm90Cfg<D>::kThreads," in plain
+    assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo, kLong>," in plain
 
 
 def _P_LONG_RULE_LINES(src: str) -> list[str]:
@@ -221,17 +221,22 @@ def test_wg_solo_decode_launches_calls_of_one_warpgroup_of_rows_on_a_one_consume
     assert "  constexpr int HC = kSolo ? 1 : WgC<D>::HC;" in kernel
     # the empty barriers expect the launched consumers' warps; turns and register hand-over only
     # where a second consumer exists
-    assert kernel.count(", 4 * HC);") == 4 and ", 4 * WgC<D>::HC);" in base
+    assert kernel.count(", 4 * HC);") == 4 and "  constexpr int HC = kSolo ? 1 : WgC<D>::HC;" in base
     assert kernel.count("if constexpr (HC > 1) asm volatile(\"setmaxnreg.") == 2
     assert kernel.count("if constexpr (kWgPingpong && HC > 1)") == 4 and "if constexpr (kWgPingpong) " not in kernel
     # the host: calls of at most 64 (packed) rows take the 256-thread launch, the rest the ordinary one
-    launch = src.split("  if (tma && s.mtotal <= 64) {  // wg_solo_decode")[1].split("  cudaError_t e = ")[0]
-    assert ("    const int se = prepare_sm90<D, true, true>();\n    if (se != cudaSuccess) return se;\n"
-            "    attn_fwd_sm90<D, true, true><<<grid, 256, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);\n"
-            "  } else if (tma) {\n    attn_fwd_sm90<D, true><<<grid, Sm90Cfg<D>::kThreads,") in launch
+    launch = src.split("  if (kWgSoloDecode && tma && s.mtotal <= 64) {  // wg_solo_decode")[1].split(
+        "  cudaError_t e = ")[0]
+    assert ("    if constexpr (kWgSoloDecode) {\n"
+            "      const int se = prepare_sm90<D, true, true>();\n      if (se != cudaSuccess) return se;\n"
+            "      attn_fwd_sm90<D, true, true><<<grid, 256, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);\n"
+            "    }\n  } else if (tma) {\n    attn_fwd_sm90<D, true><<<grid, Sm90Cfg<D>::kThreads,") in launch
     assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo>," in src
-    # nothing else moves: the rest of the file is the leader's, line for line
-    assert len(src.splitlines()) - len(base.splitlines()) == 6  # the record, HC, the launch
+    # nothing else moves: past the record, the file is the leader's but for the constant
+    assert len(src.splitlines()) - len(base.splitlines()) == 1  # the record's line
+    changed = set(src.splitlines()) - set(base.splitlines())
+    assert all(line.startswith("//   ") or line == "constexpr bool kWgSoloDecode = true;  // wg_solo_decode"
+               for line in changed) and "constexpr bool kWgSoloDecode = true;  // wg_solo_decode" in changed
     # without three d64 consumers (wg_wide_d64) the count is kWgConsumers: the same edits
     plain = render(parse_knobs("mma=wgmma,wg_load=tma,wg_decode=wgmma,wg_solo_decode=true"))
     assert "  constexpr int HC = kSolo ? 1 : kWgConsumers;" in plain and plain.count(", 4 * HC);") == 3
@@ -278,7 +283,7 @@ def test_wg_v_ring_deeper_gives_v_a_stage_more_than_k_where_shared_memory_holds_
             and "const uint32_t ph = (is_k ? gj / SK : gj / S) & 1u;" in producer
             and "if (gj >= R) mbar_wait(empty, ph ^ 1u);" in producer
             and "const uint32_t R = is_k ? uint32_t(SK) : uint32_t(S);" in producer)
-    kernel = src.split("__global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(")[1]
+    kernel = src.split("__global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(")[1]
     cp_async = kernel.split("const int p = tid;  // 0..127")[1].split("cp_async_wait<0>();")[0]
     assert "mbar_wait(k_empty(sk), ((gj / SK) & 1u) ^ 1u);" in cp_async and "cp_async_arrive(k_full(sk));" in cp_async
     assert "mbar_wait(v_empty(st), ph ^ 1u);" in cp_async and "const int st = int(gj % S);" in cp_async

@@ -134,11 +134,12 @@ def sm90_constants(k: Knobs) -> str:
         f"constexpr bool kWgKBeforeTurn = {_b(k.wg_k_wait == 'before_turn')};  // wg_k_wait={k.wg_k_wait}",
         f"constexpr bool kWgEpilogueOneQ = {_b(k.wg_epilogue_one_q)};  // wg_epilogue_one_q",
         f"constexpr int kWgVRelease = {_V_RELEASE[k.wg_v_release]};  // wg_v_release={k.wg_v_release}",
+        f"constexpr bool kWgSoloDecode = {_b(k.wg_solo_decode)};  // wg_solo_decode",
         f"constexpr bool kWgKAhead = {_b(k.wg_kv_order == 'k_ahead')};  // wg_kv_order={k.wg_kv_order}",
         f"constexpr int kRegsProducer = {REGS_PRODUCER};",
         f"constexpr int kRegsConsumer = {REGS_CONSUMER};",
-        *(["// no copy-engine build in this file (where there is one, the kernel's own kTma hides this)",
-            "constexpr bool kTma = false;"] if k.wg_load == "cp_async" else []),
+        *(["// no copy-engine build in this file (where there is one, the kernel's own kTma and kSolo hide these)",
+            "constexpr bool kTma = false;", "constexpr bool kSolo = false;"] if k.wg_load == "cp_async" else []),
         "template <int D>",
         "struct WgBlockN;",
     ]
@@ -208,29 +209,6 @@ def _with_cluster(text: str) -> str:
     return text
 
 
-def _with_solo(text: str, k: Knobs) -> str:
-    """wg_solo_decode on a file with the copy-engine Hopper kernel (after every other edit of the
-    kernel and of its launch). The consumer count is `WgC<D>::HC` where wg_wide_d64 gave each head
-    dim its own, else `kWgConsumers`; the turns' own arithmetic is left as it is, inside the
-    `HC > 1` branches the one-consumer instantiation discards."""
-    hc = "WgC<D>::HC" if k.wg_wide_d64 else "kWgConsumers"
-    text = apply(text, "wg_solo_decode", HC=hc)
-    # the empty barriers: Q's, K's and V's, and the second Q buffer's with wg_q_stages=2
-    text = swap(text, f", 4 * {hc});", ", 4 * HC);", "x4" if k.wg_q_stages == 2 else "x3")
-    text = swap(text, f"if constexpr ({hc} > 1) asm volatile(\"setmaxnreg.",
-                "if constexpr (HC > 1) asm volatile(\"setmaxnreg.", "x2")
-    text = swap(text, "if constexpr (kWgPingpong) ", "if constexpr (kWgPingpong && HC > 1) ", "x4")
-    return apply(text, "wg_solo_decode", "host")
-
-
-def _with_p_long(text: str, k: Knobs) -> str:
-    """wg_p_long_blocks on a file with the two-set loop (after wg_solo_decode's edits, which give
-    the kernel and its prepare a third template argument)."""
-    return apply(text, "wg_p_long_blocks", SOLO="false, " if k.wg_solo_decode else "",
-                 ARGS="bool kTma, bool kSolo = false" if k.wg_solo_decode else "bool kTma",
-                 KARGS="D, kTma, kSolo" if k.wg_solo_decode else "D, kTma")
-
-
 def sm90_section(k: Knobs) -> str:
     """The Hopper kernel (template_sm90.cu.in) with the splices of the setting's Hopper knobs."""
     text = inline_fragments(TEMPLATE_SM90.read_text()).replace("//@@SM90_CONSTANTS@@", sm90_constants(k))
@@ -270,10 +248,8 @@ def _with_hopper(text: str, k: Knobs) -> str:
         text = apply(text, "wg_tile_decode")
     if k.wg_cluster == 2:
         text = _with_cluster(text)
-    if k.wg_solo_decode:
-        text = _with_solo(text, k)
     if k.wg_p_long_blocks:
-        text = _with_p_long(text, k)
+        text = apply(text, "wg_p_long_blocks")
     return text
 
 

@@ -1131,6 +1131,7 @@ constexpr bool kWgKvWaitFirst = false;  // wg_kv_wait=each
 constexpr bool kWgKBeforeTurn = false;  // wg_k_wait=in_turn
 constexpr bool kWgEpilogueOneQ = false;  // wg_epilogue_one_q
 constexpr int kWgVRelease = 0;  // wg_v_release=after_softmax
+constexpr bool kWgSoloDecode = false;  // wg_solo_decode
 constexpr bool kWgKAhead = false;  // wg_kv_order=kv
 constexpr int kRegsProducer = 40;
 constexpr int kRegsConsumer = 232;
@@ -1460,10 +1461,19 @@ __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a,
   }
 }
 
-template <int D, bool kTma>
-__global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
+template <int D, bool kTma, bool kSolo = false>
+__global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
     const SocraticAttentionArgs a, const Sched sc, const __grid_constant__ Sm90Maps maps) {
   using C = Sm90Cfg<D>;
+  // wg_solo_decode (wg_load=tma, wg_decode=wgmma): a call whose packed query rows fit the first
+  // consumer warpgroup (sc.mtotal <= 64: decode) runs the kSolo instantiation, launched with 256
+  // threads: the producer warpgroup and one consumer warpgroup. Its empty barriers expect that
+  // warpgroup's four warps, it takes no turns (a named barrier of 256 threads would wait for a
+  // warpgroup that is not there) and keeps the registers it was compiled with (no setmaxnreg). The
+  // shared-memory layout, tile order and tensor maps are the ordinary instantiation's (the rows of Q
+  // past the first warpgroup's are loaded and nothing reads them). FA3 runs decode at d128 on one MMA
+  // warpgroup; stop 36: +1.0% on decode against wgmma-tma-k (docs/family.md).
+  constexpr int HC = kSolo ? 1 : kWgConsumers;  // consumer warpgroups launched
   constexpr int BM = C::BM, BN = C::BN, CH = C::CH, S = C::S, SK = C::SK;
   constexpr int NT = BN / 8, DT = D / 8, KD = D / 16, KN = BN / 16;
   // wg_combine_pdl: the combine behind a split call may launch once every CTA has started
@@ -1485,12 +1495,12 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
   const int wg = tid >> 7;
   if (tid == 0) {
     mbar_init(q_full, kTma ? 1 : 128);
-    mbar_init(q_empty, 4 * kWgConsumers);
+    mbar_init(q_empty, 4 * HC);
     for (int s = 0; s < S; ++s) {
       mbar_init(k_full(s), kTma ? 1 : 128);
       mbar_init(v_full(s), kTma ? 1 : 128);
-      mbar_init(k_empty(s), 4 * kWgConsumers);
-      mbar_init(v_empty(s), 4 * kWgConsumers);
+      mbar_init(k_empty(s), 4 * HC);
+      mbar_init(v_empty(s), 4 * HC);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -1503,7 +1513,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
 
   if (wg == 0) {
     // ---- producer warpgroup: Q once, then K and V blocks into the stage ring ----
-    if constexpr (kWgConsumers > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegsProducer));
+    if constexpr (HC > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegsProducer));
     if constexpr (kTma) {
       if (tid == 0) sm90_produce_tma<D>(a, sc, maps, q_s, k_s, v_s, bars);
       return;
@@ -1577,7 +1587,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
   }
 
   // ---- consumer warpgroups: 64 query rows each ----
-  if constexpr (kWgConsumers > 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegsConsumer));
+  if constexpr (HC > 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegsConsumer));
   // wg_desc=offset: the index from lane 0, warp-uniform, so Q's descriptors stay in uniform registers
   const int c = kWgDescOffset ? __shfl_sync(0xffffffffu, wg - 1, 0) : wg - 1;
   const int lane = tid & 31, w = (tid >> 5) & 3;
@@ -1595,12 +1605,12 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
   // issue its wgmmas; after issuing it hands the turn to the other one, so one warpgroup's
   // softmax runs while the other's matrix products occupy the tensor cores.
   auto turn_wait = [&]() {
-    if constexpr (kWgPingpong) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory");
+    if constexpr (kWgPingpong && HC > 1) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory");
   };
   auto turn_pass = [&]() {
-    if constexpr (kWgPingpong) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - c) : "memory");
+    if constexpr (kWgPingpong && HC > 1) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - c) : "memory");
   };
-  if constexpr (kWgPingpong) {
+  if constexpr (kWgPingpong && HC > 1) {
     if (c == 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");  // consumer 0 goes first
   }
 
@@ -1939,7 +1949,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
     gb += uint32_t(nb);
   }
   // Consumer 0 takes the turn consumer 1 passed last, so no arrival is left on a barrier.
-  if constexpr (kWgPingpong) {
+  if constexpr (kWgPingpong && HC > 1) {
     if (c == 0) asm volatile("bar.sync 1, 256;\n" ::: "memory");
   }
 }
@@ -1999,12 +2009,12 @@ bool sm90_maps(const SocraticAttentionArgs* a, int gp, Sm90Maps* m) {
          encode(&m->v, a->v, 4, kd, vs, kb);
 }
 
-template <int D, bool kTma>
+template <int D, bool kTma, bool kSolo = false>
 int prepare_sm90() {
   static bool done = false;
   static cudaError_t status = cudaSuccess;
   if (!done) {
-    status = cudaFuncSetAttribute(attn_fwd_sm90<D, kTma>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    status = cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(Sm90Cfg<D>::kSmem));
     done = true;
   }
@@ -2133,7 +2143,13 @@ int launch_any(const SocraticAttentionArgs* a, cudaStream_t stream) {
   if (s.tiles <= 0) return cudaSuccess;
   int grid = s.tiles;
   if constexpr (kPersistent) grid = grid < num_sms() ? grid : num_sms();
-  if (tma) {
+  if (kWgSoloDecode && tma && s.mtotal <= 64) {  // wg_solo_decode: every row in the first consumer warpgroup
+    if constexpr (kWgSoloDecode) {
+      const int se = prepare_sm90<D, true, true>();
+      if (se != cudaSuccess) return se;
+      attn_fwd_sm90<D, true, true><<<grid, 256, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);
+    }
+  } else if (tma) {
     attn_fwd_sm90<D, true><<<grid, Sm90Cfg<D>::kThreads, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);
   } else {
     attn_fwd_sm90<D, false><<<grid, Sm90Cfg<D>::kThreads, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);

@@ -1155,6 +1155,7 @@ constexpr bool kWgKvWaitFirst = false;  // wg_kv_wait=each
 constexpr bool kWgKBeforeTurn = false;  // wg_k_wait=in_turn
 constexpr bool kWgEpilogueOneQ = true;  // wg_epilogue_one_q
 constexpr int kWgVRelease = 0;  // wg_v_release=after_softmax
+constexpr bool kWgSoloDecode = true;  // wg_solo_decode
 constexpr bool kWgKAhead = true;  // wg_kv_order=k_ahead
 constexpr int kRegsProducer = 40;
 constexpr int kRegsConsumer = 232;
@@ -1637,7 +1638,15 @@ template <int D, bool kTma, bool kSolo = false, bool kLong = false>
 __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
     const SocraticAttentionArgs a, const Sched sc, const __grid_constant__ Sm90Maps maps) {
   using C = Sm90Cfg<D>;
-  constexpr int HC = kSolo ? 1 : WgC<D>::HC;  // wg_solo_decode: consumer warpgroups launched
+  // wg_solo_decode (wg_load=tma, wg_decode=wgmma): a call whose packed query rows fit the first
+  // consumer warpgroup (sc.mtotal <= 64: decode) runs the kSolo instantiation, launched with 256
+  // threads: the producer warpgroup and one consumer warpgroup. Its empty barriers expect that
+  // warpgroup's four warps, it takes no turns (a named barrier of 256 threads would wait for a
+  // warpgroup that is not there) and keeps the registers it was compiled with (no setmaxnreg). The
+  // shared-memory layout, tile order and tensor maps are the ordinary instantiation's (the rows of Q
+  // past the first warpgroup's are loaded and nothing reads them). FA3 runs decode at d128 on one MMA
+  // warpgroup; stop 36: +1.0% on decode against wgmma-tma-k (docs/family.md).
+  constexpr int HC = kSolo ? 1 : WgC<D>::HC;  // consumer warpgroups launched
   constexpr int BM = C::BM, BN = C::BN, CH = C::CH, S = C::S, SK = C::SK;
   constexpr int NT = BN / 8, DT = D / 8, KD = D / 16, KN = BN / 16;
   // wg_combine_pdl: the combine behind a split call may launch once every CTA has started
@@ -2464,10 +2473,12 @@ int launch_any(const SocraticAttentionArgs* a, cudaStream_t stream) {
       if (ce != cudaSuccess) return ce;
     }
   }
-  if (tma && s.mtotal <= 64) {  // wg_solo_decode: every row in the first consumer warpgroup
-    const int se = prepare_sm90<D, true, true>();
-    if (se != cudaSuccess) return se;
-    attn_fwd_sm90<D, true, true><<<grid, 256, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);
+  if (kWgSoloDecode && tma && s.mtotal <= 64) {  // wg_solo_decode: every row in the first consumer warpgroup
+    if constexpr (kWgSoloDecode) {
+      const int se = prepare_sm90<D, true, true>();
+      if (se != cudaSuccess) return se;
+      attn_fwd_sm90<D, true, true><<<grid, 256, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);
+    }
   } else if (tma && long_call<D>(a, s)) {  // wg_p_long_blocks: P's second register set
     if constexpr (D >= 128) {
       const int le = prepare_sm90<D, true, false, true>();
