@@ -264,7 +264,7 @@ def test_wg_cluster_pairs_tiles_and_multicasts_each_kv_copy() -> None:
         assert ("if (tma && !a->causal && s.tiles % 2 == 0 && (s.l2_units * s.m_blocks) % 2 == 0 && "
                 "grid % 2 == 0) {") in host
         assert "attr[0].val.clusterDim.x = 2;" in host
-        assert "cudaLaunchKernelEx(&cfg, attn_fwd_sm90<D, true, false, 2>, *a, s, maps);" in host
+        assert "cudaLaunchKernelEx(&cfg, attn_fwd_sm90<D, true, false, false, 2>, *a, s, maps);" in host
     assert "multicast::cluster" in src and "mapa.shared::cluster.u32" in src
     # no cluster-scope fence on each release (it would be a GPU-wide membar per arrival)
     assert "mbarrier.arrive.release.cluster" not in src

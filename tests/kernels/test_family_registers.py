@@ -98,7 +98,8 @@ def test_wg_p_buffers_packs_p_beside_the_exponentials_into_the_set_no_p_v_reads(
     head = "      if (tid == 0) sm90_produce_tma<D>(a, sc, maps, q_s, k_s, v_s, bars);\n"
     assert src.split(head)[0].split("\n#include", 1)[1] == base.split(head)[0].split("\n#include", 1)[1]
     # the second set exists where registers allow it: d128 and d256 of the copy-engine build
-    assert "    constexpr bool kTwoP = D >= 128 && kTma;\n    uint32_t pg[kTwoP ? KN : 1][4];\n" in src
+    assert ("    constexpr bool kTwoP = D >= 128 && kTma && (kPLongBlocks == 0 || kLong);  // wg_p_long_blocks: long "
+            "calls only\n    uint32_t pg[kTwoP ? KN : 1][4];\n") in src
     # the softmax packs each row's probabilities after its exponentials, into the fragment
     # registers pack() would have filled: the same layout, register for register
     softmax = src.split("auto masked_tag, uint32_t (*pn)[4], auto mid) {\n")[1].split("\n    };\n")[0]
@@ -156,9 +157,10 @@ def test_wg_p_long_blocks_sends_only_long_calls_to_the_two_set_instantiation() -
     assert k.slug().endswith("-p2-solo-plong64") and k.recorded()["wg_p_long_blocks"] == 64
     base, src = render(p2), render(k)
     assert not [str(f) for f in check_source(src) if f.blocking]
-    # the second set only in the kLong instantiation; the kernel and its prepare take the argument
-    assert "    constexpr bool kTwoP = D >= 128 && kTma && kLong;" in src
-    assert "    constexpr bool kTwoP = D >= 128 && kTma;\n" in base
+    # the second set only in the kLong instantiation (with a block count); the kernel and its prepare
+    # take the argument
+    assert "    constexpr bool kTwoP = D >= 128 && kTma && (kPLongBlocks == 0 || kLong);" in src
+    assert "constexpr long long kPLongBlocks = 0;  // wg_p_long_blocks" in base
     assert src.count("template <int D, bool kTma, bool kSolo = false, bool kLong = false>\n") == 2
     assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo, kLong>," in src
     assert "constexpr long long kPLongBlocks = 64;  // wg_p_long_blocks" in src
@@ -166,8 +168,9 @@ def test_wg_p_long_blocks_sends_only_long_calls_to_the_two_set_instantiation() -
     # launch comes first and stays one-set, every other call takes the ordinary one-set kernel
     launch = src.split("int launch_any(const SocraticAttentionArgs* a, cudaStream_t stream) {")[1].split("\n}\n")[0]
     assert launch.index("if (kWgSoloDecode && tma && s.mtotal <= 64) {") < launch.index(
-        "} else if (tma && long_call<D>(a, s)) {") < launch.index("} else if (tma) {")
-    assert ("    if constexpr (D >= 128) {\n      const int le = prepare_sm90<D, true, false, true>();\n"
+        "} else if (kPLongBlocks > 0 && tma && long_call<D>(a, s)) {") < launch.index("} else if (tma) {")
+    assert ("    if constexpr (kPLongBlocks > 0 && D >= 128) {\n"
+            "      const int le = prepare_sm90<D, true, false, true>();\n"
             "      if (le != cudaSuccess) return le;\n"
             "      attn_fwd_sm90<D, true, false, true><<<grid, Sm90Cfg<D>::kThreads, Sm90Cfg<D>::kSmem, stream>>>"
             "(*a, s, maps);\n    }\n") in launch
@@ -177,13 +180,11 @@ def test_wg_p_long_blocks_sends_only_long_calls_to_the_two_set_instantiation() -
     assert "if constexpr (D < 128) {" in rule and "return false;" in rule
     assert "if (kCausalSkip && a->causal) kv_hi = max(0, min(sk, qi_last + offset + 1));" in rule
     assert "return sum * s.heads_grid * a->batch >= (long long)kPLongBlocks * num_sms();" in rule
-    # nothing else moves: lines added are the record's, the constant, the rule and the long launch
-    # (six); lines changed are the two template heads, cudaFuncSetAttribute's argument and kTwoP
+    # nothing else moves: past the record, the file is the one-set leader's but for the constant
     changed = set(src.splitlines()) - set(base.splitlines())
-    assert len(src.splitlines()) - len(base.splitlines()) == 1 + 1 + len(_P_LONG_RULE_LINES(src)) + 6
-    assert all("kLong" in line or "long_call" in line or "wg_p_long_blocks" in line or "kPLongBlocks" in line
-               or line in rule.splitlines() or line in launch.splitlines()
-               or line == '//    "wg_solo_decode": true,' for line in changed)
+    assert len(src.splitlines()) - len(base.splitlines()) == 1 and len(_P_LONG_RULE_LINES(src)) > 10
+    assert all(line.startswith("//   ") or line == "constexpr long long kPLongBlocks = 64;  // wg_p_long_blocks"
+               for line in changed) and "constexpr long long kPLongBlocks = 64;  // wg_p_long_blocks" in changed
     # without the one-consumer decode launch the kernel keeps its kSolo argument (false) before kLong
     plain = render(parse_knobs("mma=wgmma,wg_load=tma,wg_p_buffers=2,wg_p_long_blocks=32"))
     assert plain.count("template <int D, bool kTma, bool kSolo = false, bool kLong = false>\n") == 2
@@ -192,9 +193,9 @@ def test_wg_p_long_blocks_sends_only_long_calls_to_the_two_set_instantiation() -
 
 
 def _P_LONG_RULE_LINES(src: str) -> list[str]:
-    """The lines of long_call and its comment (what wg_p_long_blocks adds before plan_sm90)."""
+    """The lines of long_call and its comment (in the copy-engine build's host part)."""
     head = "// wg_p_long_blocks: whether a call is long enough"
-    body = src.split(head)[1].split("template <int D>\nSched plan_sm90(")[0]
+    body = src.split(head)[1].split("\n}\n")[0] + "\n}"
     return (head + body).splitlines()
 
 
@@ -217,7 +218,7 @@ def test_wg_solo_decode_launches_calls_of_one_warpgroup_of_rows_on_a_one_consume
     assert not [str(f) for f in check_source(src) if f.blocking]
     kernel = src.split("__global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(")[1]
     kernel = kernel.split("\n}\n")[0]
-    assert src.count("template <int D, bool kTma, bool kSolo = false>\n") == 2  # the kernel and its prepare
+    assert src.count("template <int D, bool kTma, bool kSolo = false, bool kLong = false>\n") == 2  # kernel, prepare
     assert "  constexpr int HC = kSolo ? 1 : WgC<D>::HC;" in kernel
     # the empty barriers expect the launched consumers' warps; turns and register hand-over only
     # where a second consumer exists
@@ -230,8 +231,9 @@ def test_wg_solo_decode_launches_calls_of_one_warpgroup_of_rows_on_a_one_consume
     assert ("    if constexpr (kWgSoloDecode) {\n"
             "      const int se = prepare_sm90<D, true, true>();\n      if (se != cudaSuccess) return se;\n"
             "      attn_fwd_sm90<D, true, true><<<grid, 256, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);\n"
-            "    }\n  } else if (tma) {\n    attn_fwd_sm90<D, true><<<grid, Sm90Cfg<D>::kThreads,") in launch
-    assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo>," in src
+            "    }\n  } else if (kPLongBlocks > 0 && tma && long_call<D>(a, s)) {") in launch
+    assert "  } else if (tma) {\n    attn_fwd_sm90<D, true><<<grid, Sm90Cfg<D>::kThreads," in launch
+    assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo, kLong>," in src
     # nothing else moves: past the record, the file is the leader's but for the constant
     assert len(src.splitlines()) - len(base.splitlines()) == 1  # the record's line
     changed = set(src.splitlines()) - set(base.splitlines())

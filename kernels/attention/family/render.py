@@ -149,8 +149,7 @@ def sm90_constants(k: Knobs) -> str:
               "template <int D>\nstruct WgStages {\n  static constexpr int value = kWgStages;\n};"]
     lines += [f"template <>\nstruct WgStages<{d}> {{\n  static constexpr int value = {k.wg_stages_at(d)};\n}};"
               for d in HEAD_DIMS if k.wg_stages_at(d) != k.wg_stages]
-    if k.wg_p_long_blocks:
-        lines.append(f"constexpr long long kPLongBlocks = {k.wg_p_long_blocks};  // wg_p_long_blocks")
+    lines.append(f"constexpr long long kPLongBlocks = {k.wg_p_long_blocks};  // wg_p_long_blocks")
     lines += [f"// wg_v_ring={k.wg_v_ring}: V stages per head_dim (K's, or one more where shared memory holds it)",
               "template <int D>\nstruct WgVStages {\n  static constexpr int value = WgStages<D>::value;\n};"]
     lines += [f"template <>\nstruct WgVStages<{d}> {{\n  static constexpr int value = {k.wg_v_stages_at(d)};\n}};"
@@ -248,8 +247,6 @@ def _with_hopper(text: str, k: Knobs) -> str:
         text = apply(text, "wg_tile_decode")
     if k.wg_cluster == 2:
         text = _with_cluster(text)
-    if k.wg_p_long_blocks:
-        text = apply(text, "wg_p_long_blocks")
     return text
 
 

@@ -1163,6 +1163,7 @@ template <int D>
 struct WgStages {
   static constexpr int value = kWgStages;
 };
+constexpr long long kPLongBlocks = 0;  // wg_p_long_blocks
 // wg_v_ring=same: V stages per head_dim (K's, or one more where shared memory holds it)
 template <int D>
 struct WgVStages {
@@ -1568,7 +1569,7 @@ __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a,
   }
 }
 
-template <int D, bool kTma, bool kSolo = false>
+template <int D, bool kTma, bool kSolo = false, bool kLong = false>
 __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
     const SocraticAttentionArgs a, const Sched sc, const __grid_constant__ Sm90Maps maps) {
   using C = Sm90Cfg<D>;
@@ -2129,12 +2130,41 @@ bool sm90_maps(const SocraticAttentionArgs* a, int gp, Sm90Maps* m) {
          encode(&m->v, a->v, 4, kd, vs, kb);
 }
 
-template <int D, bool kTma, bool kSolo = false>
+// wg_p_long_blocks (wg_p_buffers=2): the two-register-set loop only in an instantiation of its own,
+// kLong, that the host picks for a call of at least N key blocks per SM (every tile's blocks over
+// the SMs, as the balanced split rule counts them; one d128 block of 128 x 128 is ~1.6 us of an SM
+// at FA3's rate, so 64 is ~0.1 ms). Every other call, decode's solo instantiation included, runs a
+// one-set kernel (kTwoP is false there, so its loop is the one-set file's). Why: stop 34 measured
+// the second set 2-3% faster on long d128 calls and ~2 us slower on every short one (the larger
+// code; docs/family.md), so one kernel for both lost 0.5% overall.
+// wg_p_long_blocks: whether a call is long enough for the two-register-set instantiation (kLong):
+// its key blocks over every tile, per SM, at least kPLongBlocks. Only head dims with two sets.
+template <int D>
+bool long_call(const SocraticAttentionArgs* a, const Sched& s) {
+  if constexpr (D < 128) {
+    (void)a;
+    (void)s;
+    return false;
+  } else {
+    using C = Sm90Cfg<D>;
+    const int sk = a->seqlen_k, offset = a->seqlen_k - a->seqlen_q;
+    long long sum = 0;  // key blocks over the m blocks of one (head, batch) unit
+    for (int mb = 0; mb < s.m_blocks; ++mb) {  // as sm90_tile counts them
+      const int qi_last = (min((mb + 1) * C::BM, s.mtotal) - 1) / s.gp;
+      int kv_hi = sk;
+      if (kCausalSkip && a->causal) kv_hi = max(0, min(sk, qi_last + offset + 1));
+      sum += (kv_hi + C::BN - 1) / C::BN;
+    }
+    return sum * s.heads_grid * a->batch >= (long long)kPLongBlocks * num_sms();
+  }
+}
+
+template <int D, bool kTma, bool kSolo = false, bool kLong = false>
 int prepare_sm90() {
   static bool done = false;
   static cudaError_t status = cudaSuccess;
   if (!done) {
-    status = cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    status = cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo, kLong>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(Sm90Cfg<D>::kSmem));
     done = true;
   }
@@ -2286,6 +2316,12 @@ int launch_any(const SocraticAttentionArgs* a, cudaStream_t stream) {
       const int se = prepare_sm90<D, true, true>();
       if (se != cudaSuccess) return se;
       attn_fwd_sm90<D, true, true><<<grid, 256, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);
+    }
+  } else if (kPLongBlocks > 0 && tma && long_call<D>(a, s)) {  // wg_p_long_blocks: P's second register set
+    if constexpr (kPLongBlocks > 0 && D >= 128) {
+      const int le = prepare_sm90<D, true, false, true>();
+      if (le != cudaSuccess) return le;
+      attn_fwd_sm90<D, true, false, true><<<grid, Sm90Cfg<D>::kThreads, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);
     }
   } else if (tma) {
     attn_fwd_sm90<D, true><<<grid, Sm90Cfg<D>::kThreads, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);

@@ -1839,7 +1839,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
     float s[BN / 2];     // S of the newest block, then its probabilities (fp32)
     uint32_t pf[KN][4];  // P of the block whose P V is next, as bf16 A fragments
     // wg_p_buffers=2: P's second register set (d128, d256, the copy-engine build)
-    constexpr bool kTwoP = D >= 128 && kTma && kLong;  // wg_p_long_blocks: long calls only
+    constexpr bool kTwoP = D >= 128 && kTma && (kPLongBlocks == 0 || kLong);  // wg_p_long_blocks: long calls only
     uint32_t pg[kTwoP ? KN : 1][4];
 
     // wg_kv_wait=first (wg_load=tma, wg_pingpong): in the copy-engine build only the first consumer
@@ -2297,6 +2297,35 @@ bool sm90_maps(const SocraticAttentionArgs* a, int gp, Sm90Maps* m) {
   return true;
 }
 
+// wg_p_long_blocks (wg_p_buffers=2): the two-register-set loop only in an instantiation of its own,
+// kLong, that the host picks for a call of at least N key blocks per SM (every tile's blocks over
+// the SMs, as the balanced split rule counts them; one d128 block of 128 x 128 is ~1.6 us of an SM
+// at FA3's rate, so 64 is ~0.1 ms). Every other call, decode's solo instantiation included, runs a
+// one-set kernel (kTwoP is false there, so its loop is the one-set file's). Why: stop 34 measured
+// the second set 2-3% faster on long d128 calls and ~2 us slower on every short one (the larger
+// code; docs/family.md), so one kernel for both lost 0.5% overall.
+// wg_p_long_blocks: whether a call is long enough for the two-register-set instantiation (kLong):
+// its key blocks over every tile, per SM, at least kPLongBlocks. Only head dims with two sets.
+template <int D>
+bool long_call(const SocraticAttentionArgs* a, const Sched& s) {
+  if constexpr (D < 128) {
+    (void)a;
+    (void)s;
+    return false;
+  } else {
+    using C = Sm90Cfg<D>;
+    const int sk = a->seqlen_k, offset = a->seqlen_k - a->seqlen_q;
+    long long sum = 0;  // key blocks over the m blocks of one (head, batch) unit
+    for (int mb = 0; mb < s.m_blocks; ++mb) {  // as sm90_tile counts them
+      const int qi_last = (min((mb + 1) * C::BM, s.mtotal) - 1) / s.gp;
+      int kv_hi = sk;
+      if (kCausalSkip && a->causal) kv_hi = max(0, min(sk, qi_last + offset + 1));
+      sum += (kv_hi + C::BN - 1) / C::BN;
+    }
+    return sum * s.heads_grid * a->batch >= (long long)kPLongBlocks * num_sms();
+  }
+}
+
 template <int D, bool kTma, bool kSolo = false, bool kLong = false>
 int prepare_sm90() {
   static bool done = false;
@@ -2372,28 +2401,6 @@ inline int balanced_splits(const SocraticAttentionArgs* a, const Sched& s, int b
     }
   }
   return pick;
-}
-
-// wg_p_long_blocks: whether a call is long enough for the two-register-set instantiation (kLong):
-// its key blocks over every tile, per SM, at least kPLongBlocks. Only head dims with two sets.
-template <int D>
-bool long_call(const SocraticAttentionArgs* a, const Sched& s) {
-  if constexpr (D < 128) {
-    (void)a;
-    (void)s;
-    return false;
-  } else {
-    using C = Sm90Cfg<D>;
-    const int sk = a->seqlen_k, offset = a->seqlen_k - a->seqlen_q;
-    long long sum = 0;  // key blocks over the m blocks of one (head, batch) unit
-    for (int mb = 0; mb < s.m_blocks; ++mb) {  // as sm90_tile counts them
-      const int qi_last = (min((mb + 1) * C::BM, s.mtotal) - 1) / s.gp;
-      int kv_hi = sk;
-      if (kCausalSkip && a->causal) kv_hi = max(0, min(sk, qi_last + offset + 1));
-      sum += (kv_hi + C::BN - 1) / C::BN;
-    }
-    return sum * s.heads_grid * a->batch >= (long long)kPLongBlocks * num_sms();
-  }
 }
 
 template <int D>
@@ -2478,8 +2485,8 @@ int launch_any(const SocraticAttentionArgs* a, cudaStream_t stream) {
       if (se != cudaSuccess) return se;
       attn_fwd_sm90<D, true, true><<<grid, 256, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);
     }
-  } else if (tma && long_call<D>(a, s)) {  // wg_p_long_blocks: P's second register set
-    if constexpr (D >= 128) {
+  } else if (kPLongBlocks > 0 && tma && long_call<D>(a, s)) {  // wg_p_long_blocks: P's second register set
+    if constexpr (kPLongBlocks > 0 && D >= 128) {
       const int le = prepare_sm90<D, true, false, true>();
       if (le != cudaSuccess) return le;
       attn_fwd_sm90<D, true, false, true><<<grid, Sm90Cfg<D>::kThreads, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);

@@ -1155,6 +1155,7 @@ template <int D>
 struct WgStages {
   static constexpr int value = kWgStages;
 };
+constexpr long long kPLongBlocks = 0;  // wg_p_long_blocks
 // wg_v_ring=same: V stages per head_dim (K's, or one more where shared memory holds it)
 template <int D>
 struct WgVStages {
