@@ -139,13 +139,15 @@ def test_q_ring_and_wide_d64_render_into_the_kernel_and_round_trip() -> None:
     header = src.split("Knob setting:", 1)[1].split("#include", 1)[0]
     record = json.loads("\n".join(line[5:] for line in header.splitlines() if line.startswith("//   ")))
     assert record["wg_q_stages"] == 2 and record["wg_wide_d64"] is True and parse_knobs(json.dumps(record)) == k
-    # Either knob alone renders only its own part; at their defaults neither is recorded.
+    # Either knob alone renders only its own part (the Q ring is constants: one buffer each without
+    # it); at their defaults neither is recorded.
     q_only = render(k.replace(wg_wide_d64=False))
-    assert "WgQRing<64>" in q_only and "WgC<" not in q_only
+    assert "struct WgQRing<64> {\n  static constexpr int QS = 2;" in q_only and "WgC<" not in q_only
     wide_only = render(k.replace(wg_q_stages=1))
-    assert "WgC<64>" in wide_only and "WgQRing" not in wide_only and "q_cur" not in wide_only
+    assert "WgC<64>" in wide_only and "constexpr bool kWgQRing = false;  // wg_q_stages=1" in wide_only
+    assert all(f"struct WgQRing<{d}> {{\n  static constexpr int QS = 1;" in wide_only for d in (64, 128, 256))
     plain = render(k.replace(wg_q_stages=1, wg_wide_d64=False))
-    assert "wg_q_stages" not in plain and "wg_wide_d64" not in plain
+    assert '"wg_q_stages"' not in plain and "wg_wide_d64" not in plain  # the record leaves both out
 
 
 @needs_nvcc

@@ -87,9 +87,10 @@ def test_wg_desc_hoist_forms_qs_descriptors_once_per_tile_where_they_fit() -> No
     assert "for (int kk = 0; kk < KD; ++kk) qd[kk] = desc_kmajor<BM>(q_cur, c * 64, kk);" in hoisted
     assert "else return desc_kmajor<BM>(q_cur, c * 64, kk);" in hoisted  # d256: the loop's own
     assert src.count("wgmma_ss<BN>(s, q_desc(kk), desc_kmajor<BN>(k_s + st * C::kKVBytes, 0, kk), kk > 0);") == 1
-    # without the Q ring (wg_q_stages=1) the tile's Q buffer is the one buffer q_s
+    # without the Q ring (wg_q_stages=1) the tile's Q buffer is the one buffer (QS = 1: q_cur is q_s)
     plain = render(parse_knobs("mma=wgmma,wg_desc=hoist"))
-    assert "qd[kk] = desc_kmajor<BM>(q_s, c * 64, kk);" in plain and "wgmma_ss<BN>(s, q_desc(kk), " in plain
+    assert "qd[kk] = desc_kmajor<BM>(q_cur, c * 64, kk);" in plain and "wgmma_ss<BN>(s, q_desc(kk), " in plain
+    assert "struct WgQRing<128> {\n  static constexpr int QS = 1;\n};" in plain
     assert not [str(f) for f in check_source(plain) if f.blocking]
 
 

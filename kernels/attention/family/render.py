@@ -149,6 +149,11 @@ def sm90_constants(k: Knobs) -> str:
               "template <int D>\nstruct WgStages {\n  static constexpr int value = kWgStages;\n};"]
     lines += [f"template <>\nstruct WgStages<{d}> {{\n  static constexpr int value = {k.wg_stages_at(d)};\n}};"
               for d in HEAD_DIMS if k.wg_stages_at(d) != k.wg_stages]
+    lines += [f"constexpr bool kWgQRing = {_b(k.wg_q_stages == 2)};  // wg_q_stages={k.wg_q_stages}",
+              "// Q buffers per head_dim (two where shared memory holds them)",
+              "template <int D>\nstruct WgQRing;"]
+    lines += [f"template <>\nstruct WgQRing<{d}> {{\n  static constexpr int QS = {k.wg_q_buffers(d)};\n}};"
+              for d in HEAD_DIMS]
     lines.append(f"constexpr long long kPLongBlocks = {k.wg_p_long_blocks};  // wg_p_long_blocks")
     lines += [f"// wg_v_ring={k.wg_v_ring}: V stages per head_dim (K's, or one more where shared memory holds it)",
               "template <int D>\nstruct WgVStages {\n  static constexpr int value = WgStages<D>::value;\n};"]
@@ -164,21 +169,6 @@ def inline_fragments(text: str) -> str:
         return inline_fragments((FRAGMENTS / m.group(1)).read_text())
 
     return re.sub(r'^#include "([\w.]+\.cuh)"\n', fragment, text, flags=re.M)
-
-
-def q_ring_constants(k: Knobs) -> str:
-    """wg_q_stages=2 (wg_load=tma): the Q buffers (QS) per head_dim; the second Q buffer's
-    full/empty mbarriers follow the K/V ring's."""
-    lines = [
-        f"// wg_q_stages={k.wg_q_stages}: Q buffers per head_dim (two where shared memory holds them)",
-        "template <int D>",
-        "struct WgQRing;",
-    ]
-    for d in HEAD_DIMS:
-        lines.append(
-            f"template <>\nstruct WgQRing<{d}> {{\n  static constexpr int QS = {k.wg_q_buffers(d)};\n}};"
-        )
-    return "\n".join(lines) + "\n" + load("wg_q_stages").block("barriers")
 
 
 def _before_wgmma(text: str, constants: str) -> str:
@@ -213,8 +203,6 @@ def sm90_section(k: Knobs) -> str:
     text = inline_fragments(TEMPLATE_SM90.read_text()).replace("//@@SM90_CONSTANTS@@", sm90_constants(k))
     if k.wg_load == "tma":
         text = _with_tma(text)
-    if k.wg_q_stages != 1:
-        text = apply(_before_wgmma(text, q_ring_constants(k)), "wg_q_stages")
     if k.wg_wide_d64:
         constants = load("wg_wide_d64").block("constants", RP=REGS_WIDE_PRODUCER, RC=REGS_WIDE_CONSUMER)
         text = apply(_before_wgmma(text, constants), "wg_wide_d64")

@@ -1154,6 +1154,22 @@ template <int D>
 struct WgStages {
   static constexpr int value = kWgStages;
 };
+constexpr bool kWgQRing = false;  // wg_q_stages=1
+// Q buffers per head_dim (two where shared memory holds them)
+template <int D>
+struct WgQRing;
+template <>
+struct WgQRing<64> {
+  static constexpr int QS = 1;
+};
+template <>
+struct WgQRing<128> {
+  static constexpr int QS = 1;
+};
+template <>
+struct WgQRing<256> {
+  static constexpr int QS = 1;
+};
 constexpr long long kPLongBlocks = 0;  // wg_p_long_blocks
 // wg_v_ring=same: V stages per head_dim (K's, or one more where shared memory holds it)
 template <int D>
@@ -1234,6 +1250,17 @@ __device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
 
+// wg_q_stages=2 (wg_load=tma): tile t's Q in buffer t % QS (WgQRing<D>::QS: 1 where two do not
+// fit or the knob is 1), so the producer loads the next tile's Q as soon as the tile before last
+// has released its buffer.
+// The mbarriers of tile t's Q buffer: buffer 0 keeps q_full/q_empty, buffer 1 sits after the ring's.
+__device__ __forceinline__ uint32_t q_full_bar(uint32_t bars, int t, int qs, int stages) {
+  return (qs == 2 && (t & 1)) ? bars + 8 * (2 + 4 * stages) : bars;
+}
+__device__ __forceinline__ uint32_t q_empty_bar(uint32_t bars, int t, int qs, int stages) {
+  return (qs == 2 && (t & 1)) ? bars + 8 * (3 + 4 * stages) : bars + 8;
+}
+
 template <int N>
 __device__ void wgmma_ss(float (&d)[N / 2], uint64_t da, uint64_t db, int accumulate);
 template <int N>
@@ -1287,12 +1314,13 @@ struct Sm90Cfg {
   static constexpr int CH = D / 8;
   static constexpr int kQBytes = BM * D * 2;
   static constexpr int kKVBytes = BN * D * 2;
+  static constexpr int QS = WgQRing<D>::QS;  // Q buffers
   // wg_v_ring=deeper: V's ring may be deeper than K's (WgVStages); S also spaces the barriers
   static constexpr int SK = WgStages<D>::value;  // K stages (wg_stages_d64/d128)
   static constexpr int S = WgVStages<D>::value;  // V stages, and the barriers' spacing
   static_assert(S >= SK, "V's ring is at least as deep as K's");
-  static constexpr int kBarOff = kQBytes + (SK + S) * kKVBytes;
-  static constexpr int kBars = 2 + 4 * S;  // q_full, q_empty, k/v_full, k/v_empty
+  static constexpr int kBarOff = QS * kQBytes + (SK + S) * kKVBytes;
+  static constexpr int kBars = 2 * QS + 4 * S;  // q_full, q_empty, k/v_full, k/v_empty
   static constexpr size_t kSmem = size_t(kBarOff + 8 * kBars) + 1024;  // + alignment slack
   static_assert(BN % 16 == 0 && BN <= 256, "block_n must be a multiple of 16, at most 256");
 };
@@ -1406,7 +1434,6 @@ __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a,
                                                  uint32_t v_s, uint32_t bars) {
   using C = Sm90Cfg<D>;
   constexpr int BM = C::BM, BN = C::BN, S = C::S, SK = C::SK, P = D / 64;
-  const uint32_t q_full = bars, q_empty = bars + 8;
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&maps.q)) : "memory");
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&maps.k)) : "memory");
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&maps.v)) : "memory");
@@ -1415,11 +1442,13 @@ __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a,
   int tc = 0;       // tiles so far (Q buffer phase)
   for (int tile = blockIdx.x; tile < sc.tiles; tile += step, ++tc) {
     const Sm90Tile x = sm90_tile<BM, BN>(tile, a, sc);
-    if (tc > 0) mbar_wait(q_empty, uint32_t(tc - 1) & 1u);
+    if (tc >= C::QS) mbar_wait(q_empty_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS - 1) & 1u);
+    const uint32_t q_full = q_full_bar(bars, tc, C::QS, S);
+    const uint32_t q_cur = q_s + uint32_t(tc % C::QS) * C::kQBytes;  // this tile's Q buffer
     mbar_expect_tx(q_full, C::kQBytes);
 #pragma unroll
     for (int p = 0; p < P; ++p)
-      tma_load_5d(q_s + p * BM * 128, &maps.q, q_full, p * 64, 0, x.m0 / sc.gp, x.id.head, x.id.batch);
+      tma_load_5d(q_cur + p * BM * 128, &maps.q, q_full, p * 64, 0, x.m0 / sc.gp, x.id.head, x.id.batch);
     if constexpr (kWgKAhead) {
       // wg_kv_order=k_ahead: K of block j + 1, then V of block j (block kb's stage: kb % S).
       for (int kb = 0, vb = 0; vb < x.nb;) {
@@ -1483,7 +1512,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
   const uint32_t raw = smem_u32(smem_h);
   const uint32_t base = (raw + 1023u) & ~1023u;
   const uint32_t q_s = base;
-  const uint32_t k_s = q_s + C::kQBytes;
+  const uint32_t k_s = q_s + C::QS * C::kQBytes;
   const uint32_t v_s = k_s + SK * C::kKVBytes;
   const uint32_t bars = base + C::kBarOff;
   const uint32_t q_full = bars, q_empty = bars + 8;
@@ -1502,6 +1531,10 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
       mbar_init(v_full(s), kTma ? 1 : 128);
       mbar_init(k_empty(s), 4 * HC);
       mbar_init(v_empty(s), 4 * HC);
+    }
+    if constexpr (C::QS == 2) {
+      mbar_init(q_full_bar(bars, 1, 2, S), kTma ? 1 : 128);
+      mbar_init(q_empty_bar(bars, 1, 2, S), 4 * HC);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -1552,7 +1585,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
       const TileId id = x.id;
       const int m0 = x.m0, hbase = x.hbase, b_lo = x.b_lo, nb = x.nb;
       const int kv_head = x.kv_head;
-      if (tc > 0) mbar_wait(q_empty, uint32_t(tc - 1) & 1u);
+      if (tc >= C::QS) mbar_wait(q_empty_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS - 1) & 1u);
       for (int idx = p; idx < BM * CH; idx += 128) {
         const int row = idx / CH, qc = idx % CH;
         const int r = m0 + row;
@@ -1561,9 +1594,9 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
         const int hq = ok ? hbase + r % sc.gp : hbase;
         const __nv_bfloat16* src = static_cast<const __nv_bfloat16*>(a.q) + id.batch * a.q_batch_stride +
                                    hq * a.q_head_stride + (long long)qi * a.q_row_stride + qc * 8;
-        cp_async16(q_s + 2 * sw_off<BM>(row, qc), src, ok);
+        cp_async16(q_s + uint32_t(tc % C::QS) * C::kQBytes + 2 * sw_off<BM>(row, qc), src, ok);
       }
-      cp_async_arrive(q_full);
+      cp_async_arrive(q_full_bar(bars, tc, C::QS, S));
       const __nv_bfloat16* Kb = static_cast<const __nv_bfloat16*>(a.k) + id.batch * a.k_batch_stride +
                                 kv_head * a.k_head_stride;
       const __nv_bfloat16* Vb = static_cast<const __nv_bfloat16*>(a.v) + id.batch * a.v_batch_stride +
@@ -1597,8 +1630,6 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
     __syncwarp();
     if (lane == 0) mbar_arrive(bar);
   };
-  // The Q buffer is free once this tile's last S = Q K^T has completed.
-  auto release_q = [&]() { release(q_empty); };
   const float scale = a.softmax_scale;
   const float sl2 = scale * 1.4426950408889634f;
 
@@ -1636,7 +1667,13 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
     float m_run[2] = {neg_inf(), neg_inf()};
     float l_run[2] = {0.f, 0.f};
 
-    mbar_wait(q_full, uint32_t(tc) & 1u);
+    const uint32_t q_cur = q_s + uint32_t(tc % C::QS) * C::kQBytes;  // this tile's Q buffer
+    // The Q buffer is free once this tile's last S = Q K^T has completed.
+    auto release_q = [&]() {
+      if constexpr (kWgQRing) release(q_empty_bar(bars, tc, C::QS, S));
+      else release(q_empty);  // one buffer (wg_q_stages=1); naming tc here renumbers the PTX
+    };
+    mbar_wait(q_full_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS) & 1u);
     fence_async_smem();
     if (nb == 0) release_q();
 
@@ -1659,11 +1696,11 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
     uint64_t qd[kHoistQ ? KD : 1];
     if constexpr (kHoistQ) {
 #pragma unroll
-      for (int kk = 0; kk < KD; ++kk) qd[kk] = desc_kmajor<BM>(q_s, c * 64, kk);
+      for (int kk = 0; kk < KD; ++kk) qd[kk] = desc_kmajor<BM>(q_cur, c * 64, kk);
     }
     auto q_desc = [&](int kk) {
       if constexpr (kHoistQ) return qd[kk];
-      else return desc_kmajor<BM>(q_s, c * 64, kk);
+      else return desc_kmajor<BM>(q_cur, c * 64, kk);
     };
     // wg_k_wait=before_turn (wg_kv_wait=each): block j's K landed, waited for before the warpgroup's
     // turn to issue its wgmmas (FA3's order), not inside issue_qk; the turn then holds the two wgmma

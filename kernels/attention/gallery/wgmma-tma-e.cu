@@ -1166,6 +1166,22 @@ template <int D>
 struct WgStages {
   static constexpr int value = kWgStages;
 };
+constexpr bool kWgQRing = true;  // wg_q_stages=2
+// Q buffers per head_dim (two where shared memory holds them)
+template <int D>
+struct WgQRing;
+template <>
+struct WgQRing<64> {
+  static constexpr int QS = 2;
+};
+template <>
+struct WgQRing<128> {
+  static constexpr int QS = 2;
+};
+template <>
+struct WgQRing<256> {
+  static constexpr int QS = 1;
+};
 constexpr long long kPLongBlocks = 0;  // wg_p_long_blocks
 // wg_v_ring=same: V stages per head_dim (K's, or one more where shared memory holds it)
 template <int D>
@@ -1246,21 +1262,9 @@ __device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
 
-// wg_q_stages=2: Q buffers per head_dim (two where shared memory holds them)
-template <int D>
-struct WgQRing;
-template <>
-struct WgQRing<64> {
-  static constexpr int QS = 2;
-};
-template <>
-struct WgQRing<128> {
-  static constexpr int QS = 2;
-};
-template <>
-struct WgQRing<256> {
-  static constexpr int QS = 1;
-};
+// wg_q_stages=2 (wg_load=tma): tile t's Q in buffer t % QS (WgQRing<D>::QS: 1 where two do not
+// fit or the knob is 1), so the producer loads the next tile's Q as soon as the tile before last
+// has released its buffer.
 // The mbarriers of tile t's Q buffer: buffer 0 keeps q_full/q_empty, buffer 1 sits after the ring's.
 __device__ __forceinline__ uint32_t q_full_bar(uint32_t bars, int t, int qs, int stages) {
   return (qs == 2 && (t & 1)) ? bars + 8 * (2 + 4 * stages) : bars;
@@ -1268,6 +1272,7 @@ __device__ __forceinline__ uint32_t q_full_bar(uint32_t bars, int t, int qs, int
 __device__ __forceinline__ uint32_t q_empty_bar(uint32_t bars, int t, int qs, int stages) {
   return (qs == 2 && (t & 1)) ? bars + 8 * (3 + 4 * stages) : bars + 8;
 }
+
 // wg_wide_d64: consumer warpgroups (HC), setmaxnreg targets (RP, RC), and whether the head_dim
 // runs with tensor maps only (no cp.async instantiation: the mma.sync kernel takes the rest).
 template <int D>
