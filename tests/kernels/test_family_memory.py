@@ -126,7 +126,7 @@ def test_q_ring_and_wide_d64_render_into_the_kernel_and_round_trip() -> None:
         "cp_async16(q_s + uint32_t(tc % C::QS) * C::kQBytes + 2 * sw_off<BM>(row, qc), src, ok);",
         "kBarOff = QS * kQBytes + (SK + S) * kKVBytes;", "kBars = 2 * QS + 4 * S;",
         # three consumers at d64: round-robin turns, registers, no cp.async instantiation there
-        "static constexpr int BM = 64 * WgC<D>::HC;", "::\"r\"(1 + (c + 1) % WgC<D>::HC)",
+        "static constexpr int BM = 64 * WgC<D>::HC;", "::\"r\"(kWgWideD64 ? 1 + (c + 1) % WgC<D>::HC : 2 - c)",
         "if (c == WgC<D>::HC - 1) asm volatile(\"bar.arrive 1, 256;\\n\"",
         "if (!tma) return launch<D>(a, stream);", "} else if constexpr (!WgC<D>::kMapsOnly) {",
         "if (!sm90_maps<D>(a, gp, &maps)) return workspace<D>(a);",
@@ -142,12 +142,13 @@ def test_q_ring_and_wide_d64_render_into_the_kernel_and_round_trip() -> None:
     # Either knob alone renders only its own part (the Q ring is constants: one buffer each without
     # it); at their defaults neither is recorded.
     q_only = render(k.replace(wg_wide_d64=False))
-    assert "struct WgQRing<64> {\n  static constexpr int QS = 2;" in q_only and "WgC<" not in q_only
+    assert "struct WgQRing<64> {\n  static constexpr int QS = 2;" in q_only and "struct WgC<64>" not in q_only
+    assert "constexpr bool kWgWideD64 = false;  // wg_wide_d64" in q_only
     wide_only = render(k.replace(wg_q_stages=1))
     assert "WgC<64>" in wide_only and "constexpr bool kWgQRing = false;  // wg_q_stages=1" in wide_only
     assert all(f"struct WgQRing<{d}> {{\n  static constexpr int QS = 1;" in wide_only for d in (64, 128, 256))
     plain = render(k.replace(wg_q_stages=1, wg_wide_d64=False))
-    assert '"wg_q_stages"' not in plain and "wg_wide_d64" not in plain  # the record leaves both out
+    assert '"wg_q_stages"' not in plain and '"wg_wide_d64"' not in plain  # the record leaves both out
 
 
 @needs_nvcc

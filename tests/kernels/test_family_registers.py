@@ -239,10 +239,11 @@ def test_wg_solo_decode_launches_calls_of_one_warpgroup_of_rows_on_a_one_consume
     changed = set(src.splitlines()) - set(base.splitlines())
     assert all(line.startswith("//   ") or line == "constexpr bool kWgSoloDecode = true;  // wg_solo_decode"
                for line in changed) and "constexpr bool kWgSoloDecode = true;  // wg_solo_decode" in changed
-    # without three d64 consumers (wg_wide_d64) the count is kWgConsumers (the second Q buffer's
+    # without three d64 consumers (wg_wide_d64) the count is kWgConsumers at every head dim (the second Q buffer's
     # barrier is there too, unused with one buffer)
     plain = render(parse_knobs("mma=wgmma,wg_load=tma,wg_decode=wgmma,wg_solo_decode=true"))
-    assert "  constexpr int HC = kSolo ? 1 : kWgConsumers;" in plain and plain.count(", 4 * HC);") == 4
+    assert "  constexpr int HC = kSolo ? 1 : WgC<D>::HC;" in plain and plain.count(", 4 * HC);") == 4
+    assert "struct WgC<64>" not in plain  # every head dim: HC = kWgConsumers
     assert "if constexpr (kWgPingpong) " not in plain and "attn_fwd_sm90<D, true, true><<<grid, 256," in plain
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kernels.attention.family.space import HEAD_DIMS, Knobs, knobs_from_mapping
-from kernels.attention.family.splice import apply, load, swap
+from kernels.attention.family.splice import apply
 
 TEMPLATE = Path(__file__).with_name("template.cu.in")
 TEMPLATE_SM90 = Path(__file__).with_name("template_sm90.cu.in")
@@ -24,8 +24,11 @@ SM90_ANCHOR = "bool aligned16(const void* p)"
 # 128 * (40 + 2 * 232) = 64512 of the 65536 per SM; 24 spills the producer, 224 the d256 consumer).
 REGS_PRODUCER = 40
 REGS_CONSUMER = 232
-# wg_wide_d64: the one-thread copy-engine producer and three consumer warpgroups at d64
-# (128 * (24 + 3 * 160) = 64512 of the 65536; splices/wg_wide_d64.splice says why).
+# wg_wide_d64 (wg_load=tma): head_dim 64 runs three consumer warpgroups (192 query rows per CTA, 512
+# threads, 128 registers each at launch); setmaxnreg then gives the one-thread copy-engine producer 24
+# and the consumers 160 (128 * (24 + 3 * 160) = 64512 of the 65536). The cp.async producer warpgroup
+# would need 40 (and the consumers spill at the 152 left), so at d64 a call no tensor map describes
+# runs the mma.sync kernel instead (WgC<64>::kMapsOnly).
 REGS_WIDE_PRODUCER = 24
 REGS_WIDE_CONSUMER = 160
 
@@ -138,6 +141,17 @@ def sm90_constants(k: Knobs) -> str:
         f"constexpr bool kWgKAhead = {_b(k.wg_kv_order == 'k_ahead')};  // wg_kv_order={k.wg_kv_order}",
         f"constexpr int kRegsProducer = {REGS_PRODUCER};",
         f"constexpr int kRegsConsumer = {REGS_CONSUMER};",
+        f"constexpr bool kWgWideD64 = {_b(k.wg_wide_d64)};  // wg_wide_d64",
+        "// consumer warpgroups (HC), setmaxnreg targets (RP, RC), and whether the head_dim runs with tensor",
+        "// maps only (no cp.async instantiation: the mma.sync kernel takes the rest)",
+        "template <int D>",
+        "struct WgC {",
+        "  static constexpr int HC = kWgConsumers, RP = kRegsProducer, RC = kRegsConsumer;",
+        "  static constexpr bool kMapsOnly = false;",
+        "};",
+        *([f"template <>\nstruct WgC<64> {{  // wg_wide_d64: three consumers at d64\n"
+           f"  static constexpr int HC = 3, RP = {REGS_WIDE_PRODUCER}, RC = {REGS_WIDE_CONSUMER};\n"
+           "  static constexpr bool kMapsOnly = true;\n};"] if k.wg_wide_d64 else []),
         *(["// no copy-engine build in this file (where there is one, the kernel's own kTma and kSolo hide these)",
             "constexpr bool kTma = false;", "constexpr bool kSolo = false;"] if k.wg_load == "cp_async" else []),
         "template <int D>",
@@ -171,10 +185,6 @@ def inline_fragments(text: str) -> str:
     return re.sub(r'^#include "([\w.]+\.cuh)"\n', fragment, text, flags=re.M)
 
 
-def _before_wgmma(text: str, constants: str) -> str:
-    return swap(text, "//@@SM90_WGMMA@@", constants + "\n//@@SM90_WGMMA@@")
-
-
 def _with_tma(text: str) -> str:
     device, _, host = TEMPLATE_SM90_TMA.read_text().partition("//@@SM90_TMA_HOST@@\n")
     return apply(text, "wg_load_tma", DEVICE=device, HOST=host)
@@ -203,9 +213,6 @@ def sm90_section(k: Knobs) -> str:
     text = inline_fragments(TEMPLATE_SM90.read_text()).replace("//@@SM90_CONSTANTS@@", sm90_constants(k))
     if k.wg_load == "tma":
         text = _with_tma(text)
-    if k.wg_wide_d64:
-        constants = load("wg_wide_d64").block("constants", RP=REGS_WIDE_PRODUCER, RC=REGS_WIDE_CONSUMER)
-        text = apply(_before_wgmma(text, constants), "wg_wide_d64")
     if k.wg_epilogue in ("smem", "tma"):
         text = apply(text, "wg_epilogue")
     if k.wg_epilogue == "tma":

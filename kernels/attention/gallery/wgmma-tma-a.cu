@@ -1135,6 +1135,14 @@ constexpr bool kWgSoloDecode = false;  // wg_solo_decode
 constexpr bool kWgKAhead = false;  // wg_kv_order=kv
 constexpr int kRegsProducer = 40;
 constexpr int kRegsConsumer = 232;
+constexpr bool kWgWideD64 = false;  // wg_wide_d64
+// consumer warpgroups (HC), setmaxnreg targets (RP, RC), and whether the head_dim runs with tensor
+// maps only (no cp.async instantiation: the mma.sync kernel takes the rest)
+template <int D>
+struct WgC {
+  static constexpr int HC = kWgConsumers, RP = kRegsProducer, RC = kRegsConsumer;
+  static constexpr bool kMapsOnly = false;
+};
 template <int D>
 struct WgBlockN;
 template <>
@@ -1308,9 +1316,9 @@ __device__ __forceinline__ void wgmma_rs<256>(float (&d)[128], const uint32_t (&
 
 template <int D>
 struct Sm90Cfg {
-  static constexpr int BM = 64 * kWgConsumers;  // query rows per CTA
+  static constexpr int BM = 64 * WgC<D>::HC;  // query rows per CTA
   static constexpr int BN = WgBlockN<D>::value;  // keys per block
-  static constexpr int kThreads = 128 * (kWgConsumers + 1);
+  static constexpr int kThreads = 128 * (WgC<D>::HC + 1);
   static constexpr int CH = D / 8;
   static constexpr int kQBytes = BM * D * 2;
   static constexpr int kKVBytes = BN * D * 2;
@@ -1503,7 +1511,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
   // shared-memory layout, tile order and tensor maps are the ordinary instantiation's (the rows of Q
   // past the first warpgroup's are loaded and nothing reads them). FA3 runs decode at d128 on one MMA
   // warpgroup; stop 36: +1.0% on decode against wgmma-tma-k (docs/family.md).
-  constexpr int HC = kSolo ? 1 : kWgConsumers;  // consumer warpgroups launched
+  constexpr int HC = kSolo ? 1 : WgC<D>::HC;  // consumer warpgroups launched
   constexpr int BM = C::BM, BN = C::BN, CH = C::CH, S = C::S, SK = C::SK;
   constexpr int NT = BN / 8, DT = D / 8, KD = D / 16, KN = BN / 16;
   // wg_combine_pdl: the combine behind a split call may launch once every CTA has started
@@ -1547,7 +1555,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
 
   if (wg == 0) {
     // ---- producer warpgroup: Q once, then K and V blocks into the stage ring ----
-    if constexpr (HC > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegsProducer));
+    if constexpr (HC > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(WgC<D>::RP));
     if constexpr (kTma) {
       if (tid == 0) sm90_produce_tma<D>(a, sc, maps, q_s, k_s, v_s, bars);
       return;
@@ -1621,7 +1629,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
   }
 
   // ---- consumer warpgroups: 64 query rows each ----
-  if constexpr (HC > 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegsConsumer));
+  if constexpr (HC > 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(WgC<D>::RC));
   // wg_desc=offset: the index from lane 0, warp-uniform, so Q's descriptors stay in uniform registers
   const int c = kWgDescOffset ? __shfl_sync(0xffffffffu, wg - 1, 0) : wg - 1;
   const int lane = tid & 31, w = (tid >> 5) & 3;
@@ -1640,10 +1648,12 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
     if constexpr (kWgPingpong && HC > 1) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory");
   };
   auto turn_pass = [&]() {
-    if constexpr (kWgPingpong && HC > 1) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - c) : "memory");
+    // the next consumer's turn (round-robin over three with wg_wide_d64)
+    if constexpr (kWgPingpong && HC > 1)
+      asm volatile("bar.arrive %0, 256;\n" ::"r"(kWgWideD64 ? 1 + (c + 1) % WgC<D>::HC : 2 - c) : "memory");
   };
   if constexpr (kWgPingpong && HC > 1) {
-    if (c == 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");  // consumer 0 goes first
+    if (c == WgC<D>::HC - 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");  // consumer 0 goes first
   }
 
   uint32_t gb = 0;  // K/V blocks consumed so far (stage ring position)
@@ -2192,7 +2202,15 @@ int launch_any(const SocraticAttentionArgs* a, cudaStream_t stream) {
 #ifdef SOCRATIC_SM90_TMA_STRICT
   if (!tma) return cudaErrorNotSupported;  // a check build: no silent cp.async fallback
 #endif
-  const int err = tma ? prepare_sm90<D, true>() : prepare_sm90<D, false>();
+  if constexpr (WgC<D>::kMapsOnly) {
+    if (!tma) return launch<D>(a, stream);  // wg_wide_d64: no cp.async instantiation at this head_dim
+  }
+  int err = cudaSuccess;
+  if constexpr (WgC<D>::kMapsOnly) {
+    err = prepare_sm90<D, true>();
+  } else {
+    err = tma ? prepare_sm90<D, true>() : prepare_sm90<D, false>();
+  }
   if (err != cudaSuccess) return err;
   Sched s = plan_sm90<D>(a, gp);
   if (s.splits > 1) {
@@ -2224,7 +2242,7 @@ int launch_any(const SocraticAttentionArgs* a, cudaStream_t stream) {
     }
   } else if (tma) {
     attn_fwd_sm90<D, true><<<grid, Sm90Cfg<D>::kThreads, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);
-  } else {
+  } else if constexpr (!WgC<D>::kMapsOnly) {
     attn_fwd_sm90<D, false><<<grid, Sm90Cfg<D>::kThreads, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);
   }
   cudaError_t e = cudaGetLastError();
@@ -2240,6 +2258,10 @@ template <int D>
 unsigned long long workspace_any(const SocraticAttentionArgs* a) {
   const int gp = pack_of<D>(a);
   if (!use_sm90<D>(a, gp)) return workspace<D>(a);
+  if constexpr (WgC<D>::kMapsOnly) {
+    Sm90Maps maps{};
+    if (!sm90_maps<D>(a, gp, &maps)) return workspace<D>(a);  // launch_any runs mma.sync then
+  }
   return workspace_for<D>(plan_sm90<D>(a, gp), a);
 }
 

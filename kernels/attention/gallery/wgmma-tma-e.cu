@@ -1147,6 +1147,19 @@ constexpr bool kWgSoloDecode = false;  // wg_solo_decode
 constexpr bool kWgKAhead = false;  // wg_kv_order=kv
 constexpr int kRegsProducer = 40;
 constexpr int kRegsConsumer = 232;
+constexpr bool kWgWideD64 = true;  // wg_wide_d64
+// consumer warpgroups (HC), setmaxnreg targets (RP, RC), and whether the head_dim runs with tensor
+// maps only (no cp.async instantiation: the mma.sync kernel takes the rest)
+template <int D>
+struct WgC {
+  static constexpr int HC = kWgConsumers, RP = kRegsProducer, RC = kRegsConsumer;
+  static constexpr bool kMapsOnly = false;
+};
+template <>
+struct WgC<64> {  // wg_wide_d64: three consumers at d64
+  static constexpr int HC = 3, RP = 24, RC = 160;
+  static constexpr bool kMapsOnly = true;
+};
 template <int D>
 struct WgBlockN;
 template <>
@@ -1273,18 +1286,6 @@ __device__ __forceinline__ uint32_t q_empty_bar(uint32_t bars, int t, int qs, in
   return (qs == 2 && (t & 1)) ? bars + 8 * (3 + 4 * stages) : bars + 8;
 }
 
-// wg_wide_d64: consumer warpgroups (HC), setmaxnreg targets (RP, RC), and whether the head_dim
-// runs with tensor maps only (no cp.async instantiation: the mma.sync kernel takes the rest).
-template <int D>
-struct WgC {
-  static constexpr int HC = kWgConsumers, RP = kRegsProducer, RC = kRegsConsumer;
-  static constexpr bool kMapsOnly = false;
-};
-template <>
-struct WgC<64> {
-  static constexpr int HC = 3, RP = 24, RC = 160;
-  static constexpr bool kMapsOnly = true;
-};
 template <int N>
 __device__ void wgmma_ss(float (&d)[N / 2], uint64_t da, uint64_t db, int accumulate);
 template <int N>
@@ -1739,7 +1740,9 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
     if constexpr (kWgPingpong && HC > 1) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory");
   };
   auto turn_pass = [&]() {
-    if constexpr (kWgPingpong && HC > 1) asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (c + 1) % WgC<D>::HC) : "memory");
+    // the next consumer's turn (round-robin over three with wg_wide_d64)
+    if constexpr (kWgPingpong && HC > 1)
+      asm volatile("bar.arrive %0, 256;\n" ::"r"(kWgWideD64 ? 1 + (c + 1) % WgC<D>::HC : 2 - c) : "memory");
   };
   if constexpr (kWgPingpong && HC > 1) {
     if (c == WgC<D>::HC - 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");  // consumer 0 goes first
@@ -2329,7 +2332,7 @@ int launch_any(const SocraticAttentionArgs* a, cudaStream_t stream) {
   if (!tma) return cudaErrorNotSupported;  // a check build: no silent cp.async fallback
 #endif
   if constexpr (WgC<D>::kMapsOnly) {
-    if (!tma) return launch<D>(a, stream);  // no cp.async instantiation at this head_dim
+    if (!tma) return launch<D>(a, stream);  // wg_wide_d64: no cp.async instantiation at this head_dim
   }
   int err = cudaSuccess;
   if constexpr (WgC<D>::kMapsOnly) {

@@ -1133,6 +1133,14 @@ constexpr bool kWgSoloDecode = false;  // wg_solo_decode
 constexpr bool kWgKAhead = false;  // wg_kv_order=kv
 constexpr int kRegsProducer = 40;
 constexpr int kRegsConsumer = 232;
+constexpr bool kWgWideD64 = false;  // wg_wide_d64
+// consumer warpgroups (HC), setmaxnreg targets (RP, RC), and whether the head_dim runs with tensor
+// maps only (no cp.async instantiation: the mma.sync kernel takes the rest)
+template <int D>
+struct WgC {
+  static constexpr int HC = kWgConsumers, RP = kRegsProducer, RC = kRegsConsumer;
+  static constexpr bool kMapsOnly = false;
+};
 // no copy-engine build in this file (where there is one, the kernel's own kTma and kSolo hide these)
 constexpr bool kTma = false;
 constexpr bool kSolo = false;
@@ -1309,9 +1317,9 @@ __device__ __forceinline__ void wgmma_rs<256>(float (&d)[128], const uint32_t (&
 
 template <int D>
 struct Sm90Cfg {
-  static constexpr int BM = 64 * kWgConsumers;  // query rows per CTA
+  static constexpr int BM = 64 * WgC<D>::HC;  // query rows per CTA
   static constexpr int BN = WgBlockN<D>::value;  // keys per block
-  static constexpr int kThreads = 128 * (kWgConsumers + 1);
+  static constexpr int kThreads = 128 * (WgC<D>::HC + 1);
   static constexpr int CH = D / 8;
   static constexpr int kQBytes = BM * D * 2;
   static constexpr int kKVBytes = BN * D * 2;
@@ -1366,7 +1374,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
   // shared-memory layout, tile order and tensor maps are the ordinary instantiation's (the rows of Q
   // past the first warpgroup's are loaded and nothing reads them). FA3 runs decode at d128 on one MMA
   // warpgroup; stop 36: +1.0% on decode against wgmma-tma-k (docs/family.md).
-  constexpr int HC = kSolo ? 1 : kWgConsumers;  // consumer warpgroups launched
+  constexpr int HC = kSolo ? 1 : WgC<D>::HC;  // consumer warpgroups launched
   constexpr int BM = C::BM, BN = C::BN, CH = C::CH, S = C::S, SK = C::SK;
   constexpr int NT = BN / 8, DT = D / 8, KD = D / 16, KN = BN / 16;
   // wg_combine_pdl: the combine behind a split call may launch once every CTA has started
@@ -1410,7 +1418,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
 
   if (wg == 0) {
     // ---- producer warpgroup: Q once, then K and V blocks into the stage ring ----
-    if constexpr (HC > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegsProducer));
+    if constexpr (HC > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(WgC<D>::RP));
     const int p = tid;  // 0..127
     // Each thread copies chunk ch of rows row0, row0 + R, ...: its swizzled offset within the
     // tile repeats every pass (R a multiple of 8) or every other pass (R = 4), so a pass costs a
@@ -1480,7 +1488,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
   }
 
   // ---- consumer warpgroups: 64 query rows each ----
-  if constexpr (HC > 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegsConsumer));
+  if constexpr (HC > 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(WgC<D>::RC));
   // wg_desc=offset: the index from lane 0, warp-uniform, so Q's descriptors stay in uniform registers
   const int c = kWgDescOffset ? __shfl_sync(0xffffffffu, wg - 1, 0) : wg - 1;
   const int lane = tid & 31, w = (tid >> 5) & 3;
@@ -1499,10 +1507,12 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
     if constexpr (kWgPingpong && HC > 1) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory");
   };
   auto turn_pass = [&]() {
-    if constexpr (kWgPingpong && HC > 1) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - c) : "memory");
+    // the next consumer's turn (round-robin over three with wg_wide_d64)
+    if constexpr (kWgPingpong && HC > 1)
+      asm volatile("bar.arrive %0, 256;\n" ::"r"(kWgWideD64 ? 1 + (c + 1) % WgC<D>::HC : 2 - c) : "memory");
   };
   if constexpr (kWgPingpong && HC > 1) {
-    if (c == 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");  // consumer 0 goes first
+    if (c == WgC<D>::HC - 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");  // consumer 0 goes first
   }
 
   uint32_t gb = 0;  // K/V blocks consumed so far (stage ring position)
