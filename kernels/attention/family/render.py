@@ -193,8 +193,7 @@ def _with_tma(text: str) -> str:
 def _with_cluster(text: str) -> str:
     """wg_cluster=2 on the whole rendered file (after every other Hopper edit)."""
     text = apply(text, "wg_cluster")
-    # the stages' empty barriers count both CTAs' consumer warps (kWgConsumers, or WgC<D>::HC with
-    # wg_wide_d64)
+    # the stages' empty barriers count both CTAs' consumer warps (4 * HC each)
     text, n = re.subn(r"(      mbar_init\(k_empty\(s\), 4 \* [\w:<>]+)\);\n"
                       r"(      mbar_init\(v_empty\(s\), 4 \* [\w:<>]+)\);\n",
                       r"\1 * kCl);  // wg_cluster: both CTAs' consumer warps\n\2 * kCl);\n", text)
