@@ -124,28 +124,31 @@ def test_q_ring_and_wide_d64_render_into_the_kernel_and_round_trip() -> None:
         "if (tc >= C::QS) mbar_wait(q_empty_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS - 1) & 1u);",
         "tma_load_5d(q_cur + p * BM * 128, &maps.q, q_full,",
         "cp_async16(q_s + uint32_t(tc % C::QS) * C::kQBytes + 2 * sw_off<BM>(row, qc), src, ok);",
-        "kBarOff = QS * kQBytes + 2 * kWgStages * kKVBytes;", "kBars = 2 * QS + 4 * kWgStages;",
+        "kBarOff = QS * kQBytes + (SK + S) * kKVBytes;", "kBars = 2 * QS + 4 * S;",
         # three consumers at d64: round-robin turns, registers, no cp.async instantiation there
-        "static constexpr int BM = 64 * WgC<D>::HC;", "::\"r\"(1 + (c + 1) % WgC<D>::HC)",
+        "static constexpr int BM = 64 * WgC<D>::HC;", "::\"r\"(kWgWideD64 ? 1 + (c + 1) % WgC<D>::HC : 2 - c)",
         "if (c == WgC<D>::HC - 1) asm volatile(\"bar.arrive 1, 256;\\n\"",
         "if (!tma) return launch<D>(a, stream);", "} else if constexpr (!WgC<D>::kMapsOnly) {",
         "if (!sm90_maps<D>(a, gp, &maps)) return workspace<D>(a);",
     ):
         assert needle in src, needle
-    assert src.count("4 * WgC<D>::HC)") == 4 and "kWgConsumers)" not in src.split("struct WgC<64>")[1]
+    assert src.count("4 * HC)") == 4 and "  constexpr int HC = kSolo ? 1 : WgC<D>::HC;" in src
     # 512 threads launch with 128 registers each: setmaxnreg may hand out no more than that.
     assert 128 * (REGS_WIDE_PRODUCER + 3 * REGS_WIDE_CONSUMER) <= 512 * 128
     assert f"HC = 3, RP = {REGS_WIDE_PRODUCER}, RC = {REGS_WIDE_CONSUMER};" in src
     header = src.split("Knob setting:", 1)[1].split("#include", 1)[0]
     record = json.loads("\n".join(line[5:] for line in header.splitlines() if line.startswith("//   ")))
     assert record["wg_q_stages"] == 2 and record["wg_wide_d64"] is True and parse_knobs(json.dumps(record)) == k
-    # Either knob alone renders only its own part; at their defaults neither is recorded.
+    # Either knob alone renders only its own part (the Q ring is constants: one buffer each without
+    # it); at their defaults neither is recorded.
     q_only = render(k.replace(wg_wide_d64=False))
-    assert "WgQRing<64>" in q_only and "WgC<" not in q_only
+    assert "struct WgQRing<64> {\n  static constexpr int QS = 2;" in q_only and "struct WgC<64>" not in q_only
+    assert "constexpr bool kWgWideD64 = false;  // wg_wide_d64" in q_only
     wide_only = render(k.replace(wg_q_stages=1))
-    assert "WgC<64>" in wide_only and "WgQRing" not in wide_only and "q_cur" not in wide_only
+    assert "WgC<64>" in wide_only and "constexpr bool kWgQRing = false;  // wg_q_stages=1" in wide_only
+    assert all(f"struct WgQRing<{d}> {{\n  static constexpr int QS = 1;" in wide_only for d in (64, 128, 256))
     plain = render(k.replace(wg_q_stages=1, wg_wide_d64=False))
-    assert "wg_q_stages" not in plain and "wg_wide_d64" not in plain
+    assert '"wg_q_stages"' not in plain and '"wg_wide_d64"' not in plain  # the record leaves both out
 
 
 @needs_nvcc
@@ -252,8 +255,9 @@ def test_wg_epilogue_one_q_stages_the_one_q_buffer_head_dim_only_for_the_copy_en
     assert not [str(x) for x in check_source(src) if x.blocking]
     # two Q buffers stage as before; one (d256) only when the copy engine stores (the threads' stores
     # from shared memory would only add a step), and never split partials
-    assert "const bool stage_o = (C::QS == 2 || (kTma && maps.o_ok)) && sc.splits == 1;" in src
-    assert "const bool stage_o = C::QS == 2 && sc.splits == 1;" not in src
+    stage_o = "const bool stage_o = (C::QS == 2 || (kWgEpilogueOneQ && kTma && maps.o_ok)) && sc.splits == 1;"
+    assert stage_o in src and "constexpr bool kWgEpilogueOneQ = true;  // wg_epilogue_one_q" in src
+    assert stage_o in render(f) and "constexpr bool kWgEpilogueOneQ = false;  // wg_epilogue_one_q" in render(f)
     # the staged tile keeps its Q buffer until the epilogue: the producer's next Q load waits on it
     assert "if (!stage_o) release_q_now();" in src
 

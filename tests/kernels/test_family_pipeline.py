@@ -87,9 +87,10 @@ def test_wg_desc_hoist_forms_qs_descriptors_once_per_tile_where_they_fit() -> No
     assert "for (int kk = 0; kk < KD; ++kk) qd[kk] = desc_kmajor<BM>(q_cur, c * 64, kk);" in hoisted
     assert "else return desc_kmajor<BM>(q_cur, c * 64, kk);" in hoisted  # d256: the loop's own
     assert src.count("wgmma_ss<BN>(s, q_desc(kk), desc_kmajor<BN>(k_s + st * C::kKVBytes, 0, kk), kk > 0);") == 1
-    # without the Q ring (wg_q_stages=1) the tile's Q buffer is the one buffer q_s
+    # without the Q ring (wg_q_stages=1) the tile's Q buffer is the one buffer (QS = 1: q_cur is q_s)
     plain = render(parse_knobs("mma=wgmma,wg_desc=hoist"))
-    assert "qd[kk] = desc_kmajor<BM>(q_s, c * 64, kk);" in plain and "wgmma_ss<BN>(s, q_desc(kk), " in plain
+    assert "qd[kk] = desc_kmajor<BM>(q_cur, c * 64, kk);" in plain and "wgmma_ss<BN>(s, q_desc(kk), " in plain
+    assert "struct WgQRing<128> {\n  static constexpr int QS = 1;\n};" in plain
     assert not [str(f) for f in check_source(plain) if f.blocking]
 
 
@@ -127,14 +128,14 @@ def test_wg_idle_rows_skip_gives_a_warpgroup_without_rows_a_loop_without_product
     assert plain_idle.count("turn_wait();") == 2 and plain_idle.count("turn_pass();") == 2
     # each block's K and V released once, after its full barrier; the Q buffer after the last K
     for part, v in ((overlap_idle, "j - 1"), (plain_idle, "j")):
-        assert "filled(k_full(slot(j)), j);\n" in part and part.count("release(k_empty(slot(j)));") == 1
+        assert "filled(k_full(slot(j)), j);\n" in part and part.count("release(k_empty(kslot(j)));") == 1
         assert f"filled(v_full(slot({v})), {v});\n" in part and part.count(f"release(v_empty(slot({v})));") == 1
-        assert part.index("release(k_empty(slot(j)));") < part.index("if (j == nb - 1) release_q();")
+        assert part.index("release(k_empty(kslot(j)));") < part.index("if (j == nb - 1) release_q();")
     assert "mbar_wait(bar, ((gb + uint32_t(j)) / S) & 1u);" in idle  # the block's fill phase
     # with clusters its releases reach the peer CTA's barriers too
     cl = render(k.replace(wg_cluster=2).validate())
     cl_idle = cl.split("    if (idle) {\n")[1].split("    } else if constexpr (kWgOverlap) {\n")[0]
-    assert "release(k_empty(" not in cl_idle and cl_idle.count("release_kv(k_empty(slot(j)));") == 2
+    assert "release(k_empty(" not in cl_idle and cl_idle.count("release_kv(k_empty(kslot(j)));") == 2
 
 
 # -- wg_block_n_d128=176: FA3's non-causal d128 key block -----------------------------------------
@@ -164,8 +165,12 @@ def test_wg_kv_order_k_ahead_copies_the_next_blocks_k_before_this_blocks_v() -> 
     assert k.slug().endswith("-kahead") and "wg_kv_order" not in f.recorded()
     src = render(k)
     assert not [str(x) for x in check_source(src) if x.blocking]
+    assert "constexpr bool kWgKAhead = true;  // wg_kv_order=k_ahead" in src
+    assert "constexpr bool kWgKAhead = false;  // wg_kv_order=kv" in render(f)
+    # both orders are in the producer, the constant picks one
     producer = src.split("void sm90_produce_tma(")[1].split("\n}\n")[0]
-    assert "tma_load_4d(k_s + st" not in producer  # the block-by-block loop is gone
+    producer = producer.split("if constexpr (kWgKAhead) {")[1].split("    } else {")[0]
+    assert "tma_load_4d(k_s + st" not in producer  # the block-by-block loop is the other branch
     # the copy order the rendered condition makes, for every block count: K0, K1, V0, K2, V1, ...
     cond = re.search(r"const bool is_k = (.*);\n", producer).group(1).replace("&&", "and")
     assert cond == "kb < x.nb and kb <= vb + 1"
@@ -184,7 +189,7 @@ def test_wg_kv_order_k_ahead_copies_the_next_blocks_k_before_this_blocks_v() -> 
     # K and V keep their own stage, barriers and phase: block j's stage is j % S for both
     assert ("const uint32_t full = bars + 8 * (2 + (is_k ? 0 : S) + st), "
             "empty = bars + 8 * (2 + (is_k ? 2 : 3) * S + st);") in producer
-    assert "if (gj >= uint32_t(S)) mbar_wait(empty, ph ^ 1u);" in producer
+    assert "if (gj >= R) mbar_wait(empty, ph ^ 1u);" in producer  # R: S for both rings (wg_v_ring=same)
 
 
 def test_wg_stages_per_head_dim_sizes_each_ring_and_its_q_buffers() -> None:
@@ -204,8 +209,8 @@ def test_wg_stages_per_head_dim_sizes_each_ring_and_its_q_buffers() -> None:
     src = render(d64)
     assert "template <>\nstruct WgStages<64> {\n  static constexpr int value = 4;\n};" in src
     assert "struct WgStages<128>" not in src and "struct WgStages<256>" not in src  # kWgStages there
-    assert "static constexpr int S = WgStages<D>::value;" in src
-    assert "kBarOff = QS * kQBytes + 2 * S * kKVBytes;" in src and "kBars = 2 * QS + 4 * S;" in src
+    assert "static constexpr int SK = WgStages<D>::value;" in src  # K's ring; V's is as deep (wg_v_ring)
+    assert "kBarOff = QS * kQBytes + (SK + S) * kKVBytes;" in src and "kBars = 2 * QS + 4 * S;" in src
     assert src.count("S = C::S") == 2 and "S = kWgStages" not in src  # consumers and the producer
     src128 = render(d128)
     assert "template <>\nstruct WgQRing<128> {\n  static constexpr int QS = 1;\n};" in src128
@@ -234,7 +239,8 @@ def test_wg_cluster_pairs_tiles_and_multicasts_each_kv_copy() -> None:
         f.replace(wg_cluster=2).validate()
     k = f.replace(wg_full_order="m_fastest", wg_cluster=2).validate()
     assert k.slug().endswith("-fullm-cl2") and k.recorded()["wg_cluster"] == 2
-    for kv_order, loops in (("kv", 2), ("k_ahead", 1)):
+    loops = 3  # K and V of the block-by-block order, and the k_ahead loop's one copy (kWgKAhead picks)
+    for kv_order in ("kv", "k_ahead"):
         src = render(k.replace(wg_kv_order=kv_order))
         assert not [str(x) for x in check_source(src) if x.blocking]  # a runtime launch, no driver call
         producer = src.split("void sm90_produce_tma(")[1].split("\n}\n")[0]
@@ -247,7 +253,7 @@ def test_wg_cluster_pairs_tiles_and_multicasts_each_kv_copy() -> None:
         assert "mbar_wait(bars + 8 * (2 + 2 * S + st), (last / S) & 1u);" in tail
         assert "mbar_wait(bars + 8 * (2 + 3 * S + st), (last / S) & 1u);" in tail
         kernel = src.split("attn_fwd_sm90(\n    const SocraticAttentionArgs a")[1].split("\n}\n")[0]
-        assert "mbar_init(k_empty(s), 4 * WgC<D>::HC * kCl);" in kernel
+        assert "mbar_init(k_empty(s), 4 * HC * kCl);" in kernel
         assert kernel.index("__syncthreads();") < kernel.index("barrier.cluster.wait.acquire.aligned;")
         # every K/V release reaches the peer; the Q buffer's stays local
         assert "release(k_empty(" not in kernel and "release(v_empty(" not in kernel
@@ -259,7 +265,7 @@ def test_wg_cluster_pairs_tiles_and_multicasts_each_kv_copy() -> None:
         assert ("if (tma && !a->causal && s.tiles % 2 == 0 && (s.l2_units * s.m_blocks) % 2 == 0 && "
                 "grid % 2 == 0) {") in host
         assert "attr[0].val.clusterDim.x = 2;" in host
-        assert "cudaLaunchKernelEx(&cfg, attn_fwd_sm90<D, true, 2>, *a, s, maps);" in host
+        assert "cudaLaunchKernelEx(&cfg, attn_fwd_sm90<D, true, false, false, 2>, *a, s, maps);" in host
     assert "multicast::cluster" in src and "mapa.shared::cluster.u32" in src
     # no cluster-scope fence on each release (it would be a GPU-wide membar per arrival)
     assert "mbarrier.arrive.release.cluster" not in src

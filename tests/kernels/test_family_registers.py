@@ -27,44 +27,43 @@ def test_wg_v_release_moves_the_wait_for_the_previous_p_v_and_its_v_release_into
     base = render(j)
     loop_of = lambda src: src.split("        for (int j = 1; j < nb; ++j) {\n")[1].split(  # noqa: E731
         "        turn_wait();\n        issue_pv(nb - 1);\n")[0]
-    # the default: after the whole softmax, then O's rescale
-    assert loop_of(base).index("softmax_any(j, alpha, any);") < loop_of(base).index(
-        "release(v_empty(slot(j - 1)));") < loop_of(base).index("rescale(alpha, any);")
-    for value, suffix in (("mid_softmax", "-vmid"), ("before_softmax", "-vbefore")):
+    # every value is in every file: the wait for P V of block j - 1 and its V release run before
+    # block j's softmax, inside it (a callback after its first row) or after it, then O's rescale
+    loop = loop_of(base)
+    order = ["if constexpr (kWgVRelease == 2) {", "softmax_any(j, alpha, any, [&] {",
+             "if constexpr (kWgVRelease == 1) {", "if constexpr (kWgVRelease == 0) {", "rescale(alpha, any);"]
+    assert [loop.index(x) for x in order] == sorted(loop.index(x) for x in order)
+    done = ["wg_wait0();", "wg_fence_regs(o);", "release(v_empty(slot(j - 1)));"]
+    for n in (0, 2):
+        branch = loop.split(f"if constexpr (kWgVRelease == {n}) {{\n")[1].split("          }\n")[0]
+        assert [x.strip() for x in branch.splitlines()] == done
+    # mid_softmax: a probe of the V stage's full barrier (passed already) comes first, and the first
+    # row's probabilities before it
+    callback = loop.split("if constexpr (kWgVRelease == 1) {")[1].split("            }\n")[0]
+    order = ["wg_fence_regs(s);", "mbar_wait(v_full(slot(j - 1)), ((gb + uint32_t(j - 1)) / S) & 1u);", *done]
+    assert [callback.index(x) for x in order] == sorted(callback.index(x) for x in order)
+    softmax = base.split("    auto softmax = [&](int j, float (&alpha)[2], bool& any_rescale, auto masked_tag, "
+                         "auto mid) {\n")[1].split("\n    };\n")[0]
+    assert softmax.endswith(
+        "        l_run[h] = l_run[h] * al + rs;\n"
+        "        if (h == 0) mid();  // wg_v_release=mid_softmax: between the two rows\n      }")
+    # every call site passes a callback: the first block's and the plain loop's do nothing
+    assert base.count("softmax_any(0, alpha, any, [] {});") == 1
+    assert base.count("softmax_any(j, alpha, any, [] {});") == 1
+    assert base.count("softmax(j, alpha, any_rescale, TrueTag{}, mid);") == 2
+    assert "constexpr int kWgVRelease = 0;  // wg_v_release=after_softmax" in base
+    for value, suffix, n in (("mid_softmax", "-vmid", 1), ("before_softmax", "-vbefore", 2)):
         k = j.replace(wg_v_release=value).validate()
         assert k.slug().endswith(suffix) and k.recorded()["wg_v_release"] == value
         src = render(k)
         assert not [str(f) for f in check_source(src) if f.blocking]
-        # only the consumers change: past the recorded setting, everything up to the producer's
-        # call is j's
-        head = "      if (tid == 0) sm90_produce_tma<D>(a, sc, maps, q_s, k_s, v_s, bars);\n"
-        assert src.split(head)[0].split("\n#include", 1)[1] == base.split(head)[0].split("\n#include", 1)[1]
-        loop = loop_of(src)
-        assert loop.count("release(v_empty(slot(j - 1)));") == 1 and loop.count("wg_wait0();") == 1
-        if value == "before_softmax":
-            assert loop.index("wg_wait0();") < loop.index("release(v_empty(slot(j - 1)));") < loop.index(
-                "softmax_any(j, alpha, any);") < loop.index("rescale(alpha, any);")
-            continue
-        # mid_softmax: the wait and the release are the callback the softmax runs after its first
-        # row; a probe of the V stage's full barrier (passed already) comes first, and the first
-        # row's probabilities before it
-        callback = loop.split("softmax_any(j, alpha, any, [&] {")[1].split("          });\n")[0]
-        order = ["wg_fence_regs(s);", "mbar_wait(v_full(slot(j - 1)), ((gb + uint32_t(j - 1)) / S) & 1u);",
-                 "wg_wait0();", "wg_fence_regs(o);", "release(v_empty(slot(j - 1)));"]
-        assert [callback.index(x) for x in order] == sorted(callback.index(x) for x in order)
-        assert loop.index("});") < loop.index("rescale(alpha, any);")
-        softmax = src.split("    auto softmax = [&](int j, float (&alpha)[2], bool& any_rescale, auto masked_tag, "
-                            "auto mid) {\n")[1].split("\n    };\n")[0]
-        assert softmax.endswith(
-            "        l_run[h] = l_run[h] * al + rs;\n"
-            "        if (h == 0) mid();  // wg_v_release=mid_softmax: between the two rows\n      }")
-        # every call site passes a callback: the first block's and the plain loop's do nothing
-        assert src.count("softmax_any(0, alpha, any, [] {});") == 1
-        assert src.count("softmax_any(j, alpha, any, [] {});") == 1
-        assert src.count("softmax(j, alpha, any_rescale, TrueTag{}, mid);") == 2
-        # with clusters the release reaches the peer CTA's barrier too
-        cl = loop_of(render(k.replace(wg_cluster=2).validate()))
-        assert "release_kv(v_empty(slot(j - 1)));" in cl.split("softmax_any(j, alpha, any, [&] {")[1]
+        # only the constant changes, past the recorded setting
+        constant = f"constexpr int kWgVRelease = {n};  // wg_v_release={value}"
+        assert src.split("\n#include", 1)[1] == base.split("\n#include", 1)[1].replace(
+            "constexpr int kWgVRelease = 0;  // wg_v_release=after_softmax", constant)
+    # with clusters the release reaches the peer CTA's barrier too
+    cl = loop_of(render(j.replace(wg_v_release="mid_softmax", wg_cluster=2).validate()))
+    assert "release_kv(v_empty(slot(j - 1)));" in cl.split("if constexpr (kWgVRelease == 1) {")[1]
 
 
 def _fragment_slots(src: str) -> dict[tuple[int, int], tuple[int, int]]:
@@ -99,10 +98,11 @@ def test_wg_p_buffers_packs_p_beside_the_exponentials_into_the_set_no_p_v_reads(
     head = "      if (tid == 0) sm90_produce_tma<D>(a, sc, maps, q_s, k_s, v_s, bars);\n"
     assert src.split(head)[0].split("\n#include", 1)[1] == base.split(head)[0].split("\n#include", 1)[1]
     # the second set exists where registers allow it: d128 and d256 of the copy-engine build
-    assert "    constexpr bool kTwoP = D >= 128 && kTma;\n    uint32_t pg[kTwoP ? KN : 1][4];\n" in src
+    assert ("    constexpr bool kTwoP = D >= 128 && kTma && (kPLongBlocks == 0 || kLong);  // wg_p_long_blocks: long "
+            "calls only\n    uint32_t pg[kTwoP ? KN : 1][4];\n") in src
     # the softmax packs each row's probabilities after its exponentials, into the fragment
     # registers pack() would have filled: the same layout, register for register
-    softmax = src.split("auto masked_tag, uint32_t (*pn)[4]) {\n")[1].split("\n    };\n")[0]
+    softmax = src.split("auto masked_tag, uint32_t (*pn)[4], auto mid) {\n")[1].split("\n    };\n")[0]
     inline = softmax.split("if constexpr (kTwoP) {")[1]
     assert softmax.index("rs += pv;") < softmax.index("if constexpr (kTwoP) {") < softmax.index(
         "l_run[h] = l_run[h] * al + rs;")
@@ -122,20 +122,20 @@ def test_wg_p_buffers_packs_p_beside_the_exponentials_into_the_set_no_p_v_reads(
     two = src.split("        if constexpr (kTwoP) {\n")[1].split("        } else {\n        pack();\n")[0]
     step = two.split("auto step = [&](int j, uint32_t (&pn)[KN][4], const uint32_t (&pp)[KN][4]) {\n")[1]
     step = step.split("          };\n")[0]
-    order = ["issue_qk(j);", "issue_pv(j - 1, pp);", "turn_pass();", "softmax_any(j, alpha, any, pn);",
+    order = ["issue_qk(j);", "issue_pv(j - 1, pp);", "turn_pass();", "softmax_any(j, alpha, any, pn, [] {});",
              "wg_wait0();", "release(v_empty(slot(j - 1)));", "rescale(alpha, any);"]
     assert [step.index(x) for x in order] == sorted(step.index(x) for x in order)
     loop = two.split("for (int j = 1; j < nb; j += 2) {")[1].split("          }\n")[0]
     assert [line.strip() for line in loop.strip().splitlines()[1:]] == [
         "step(j, pg, pf);", "if (j + 1 == nb) break;", "step(j + 1, pf, pg);"]
     # block 0 packs into pf, so block nb - 1's P is in pg exactly when nb - 1 is odd
-    assert src.count("        softmax_any(0, alpha, any, pf);\n") == 1
+    assert src.count("        softmax_any(0, alpha, any, pf, [] {});  // no P V in flight yet\n") == 1
     tail = two.split("          turn_wait();\n          if ((nb - 1) & 1) {\n")[1]
     assert tail.startswith("            issue_pv(nb - 1, pg);\n          } else {\n            issue_pv(nb - 1, pf);\n")
     # d64 and the cp.async build keep one set, packed once P V of block j - 1 is done
     one = src.split("        } else {\n        pack();\n")[1].split("        issue_pv(nb - 1, pf);\n")[0]
-    assert one.index("issue_pv(j - 1, pf);") < one.index("softmax_any(j, alpha, any, pf);") < one.index(
-        "wg_wait0();") < one.index("          pack();")
+    assert one.index("issue_pv(j - 1, pf);") < one.index("softmax_any(j, alpha, any, pf, [&] {") < one.index(
+        "if constexpr (kWgVRelease == 0) {") < one.index("          pack();")
     # the block-by-block loop (no P V in flight in the softmax) packs inside it with two sets
     plain = src.split("    } else {\n      for (int j = 0; j < nb; ++j) {\n")[1]
     assert "        if constexpr (!kTwoP) pack();" in plain.split("issue_pv(j, pf);")[0]
@@ -157,18 +157,20 @@ def test_wg_p_long_blocks_sends_only_long_calls_to_the_two_set_instantiation() -
     assert k.slug().endswith("-p2-solo-plong64") and k.recorded()["wg_p_long_blocks"] == 64
     base, src = render(p2), render(k)
     assert not [str(f) for f in check_source(src) if f.blocking]
-    # the second set only in the kLong instantiation; the kernel and its prepare take the argument
-    assert "    constexpr bool kTwoP = D >= 128 && kTma && kLong;" in src
-    assert "    constexpr bool kTwoP = D >= 128 && kTma;\n" in base
+    # the second set only in the kLong instantiation (with a block count); the kernel and its prepare
+    # take the argument
+    assert "    constexpr bool kTwoP = D >= 128 && kTma && (kPLongBlocks == 0 || kLong);" in src
+    assert "constexpr long long kPLongBlocks = 0;  // wg_p_long_blocks" in base
     assert src.count("template <int D, bool kTma, bool kSolo = false, bool kLong = false>\n") == 2
     assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo, kLong>," in src
     assert "constexpr long long kPLongBlocks = 64;  // wg_p_long_blocks" in src
     # the host: a long call (head dims with two sets only) takes the kLong launch; decode's solo
     # launch comes first and stays one-set, every other call takes the ordinary one-set kernel
     launch = src.split("int launch_any(const SocraticAttentionArgs* a, cudaStream_t stream) {")[1].split("\n}\n")[0]
-    assert launch.index("if (tma && s.mtotal <= 64) {") < launch.index(
-        "} else if (tma && long_call<D>(a, s)) {") < launch.index("} else if (tma) {")
-    assert ("    if constexpr (D >= 128) {\n      const int le = prepare_sm90<D, true, false, true>();\n"
+    assert launch.index("if (kWgSoloDecode && tma && s.mtotal <= 64) {") < launch.index(
+        "} else if (kPLongBlocks > 0 && tma && long_call<D>(a, s)) {") < launch.index("} else if (tma) {")
+    assert ("    if constexpr (kPLongBlocks > 0 && D >= 128) {\n"
+            "      const int le = prepare_sm90<D, true, false, true>();\n"
             "      if (le != cudaSuccess) return le;\n"
             "      attn_fwd_sm90<D, true, false, true><<<grid, Sm90Cfg<D>::kThreads, Sm90Cfg<D>::kSmem, stream>>>"
             "(*a, s, maps);\n    }\n") in launch
@@ -178,24 +180,22 @@ def test_wg_p_long_blocks_sends_only_long_calls_to_the_two_set_instantiation() -
     assert "if constexpr (D < 128) {" in rule and "return false;" in rule
     assert "if (kCausalSkip && a->causal) kv_hi = max(0, min(sk, qi_last + offset + 1));" in rule
     assert "return sum * s.heads_grid * a->batch >= (long long)kPLongBlocks * num_sms();" in rule
-    # nothing else moves: lines added are the record's, the constant, the rule and the long launch
-    # (six); lines changed are the two template heads, cudaFuncSetAttribute's argument and kTwoP
+    # nothing else moves: past the record, the file is the one-set leader's but for the constant
     changed = set(src.splitlines()) - set(base.splitlines())
-    assert len(src.splitlines()) - len(base.splitlines()) == 1 + 1 + len(_P_LONG_RULE_LINES(src)) + 6
-    assert all("kLong" in line or "long_call" in line or "wg_p_long_blocks" in line or "kPLongBlocks" in line
-               or line in rule.splitlines() or line in launch.splitlines()
-               or line == '//    "wg_solo_decode": true,' for line in changed)
-    # without the one-consumer decode kernel the kernel has two template arguments before kLong
+    assert len(src.splitlines()) - len(base.splitlines()) == 1 and len(_P_LONG_RULE_LINES(src)) > 10
+    assert all(line.startswith("//   ") or line == "constexpr long long kPLongBlocks = 64;  // wg_p_long_blocks"
+               for line in changed) and "constexpr long long kPLongBlocks = 64;  // wg_p_long_blocks" in changed
+    # without the one-consumer decode launch the kernel keeps its kSolo argument (false) before kLong
     plain = render(parse_knobs("mma=wgmma,wg_load=tma,wg_p_buffers=2,wg_p_long_blocks=32"))
-    assert plain.count("template <int D, bool kTma, bool kLong = false>\n") == 2
-    assert "attn_fwd_sm90<D, true, true><<<grid, Sm90Cfg<D>::kThreads," in plain
-    assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kLong>," in plain
+    assert plain.count("template <int D, bool kTma, bool kSolo = false, bool kLong = false>\n") == 2
+    assert "attn_fwd_sm90<D, true, false, true><<<grid, Sm90Cfg<D>::kThreads," in plain
+    assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo, kLong>," in plain
 
 
 def _P_LONG_RULE_LINES(src: str) -> list[str]:
-    """The lines of long_call and its comment (what wg_p_long_blocks adds before plan_sm90)."""
+    """The lines of long_call and its comment (in the copy-engine build's host part)."""
     head = "// wg_p_long_blocks: whether a call is long enough"
-    body = src.split(head)[1].split("template <int D>\nSched plan_sm90(")[0]
+    body = src.split(head)[1].split("\n}\n")[0] + "\n}"
     return (head + body).splitlines()
 
 
@@ -218,24 +218,32 @@ def test_wg_solo_decode_launches_calls_of_one_warpgroup_of_rows_on_a_one_consume
     assert not [str(f) for f in check_source(src) if f.blocking]
     kernel = src.split("__global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(")[1]
     kernel = kernel.split("\n}\n")[0]
-    assert src.count("template <int D, bool kTma, bool kSolo = false>\n") == 2  # the kernel and its prepare
+    assert src.count("template <int D, bool kTma, bool kSolo = false, bool kLong = false>\n") == 2  # kernel, prepare
     assert "  constexpr int HC = kSolo ? 1 : WgC<D>::HC;" in kernel
     # the empty barriers expect the launched consumers' warps; turns and register hand-over only
     # where a second consumer exists
-    assert kernel.count(", 4 * HC);") == 4 and ", 4 * WgC<D>::HC);" in base
+    assert kernel.count(", 4 * HC);") == 4 and "  constexpr int HC = kSolo ? 1 : WgC<D>::HC;" in base
     assert kernel.count("if constexpr (HC > 1) asm volatile(\"setmaxnreg.") == 2
     assert kernel.count("if constexpr (kWgPingpong && HC > 1)") == 4 and "if constexpr (kWgPingpong) " not in kernel
     # the host: calls of at most 64 (packed) rows take the 256-thread launch, the rest the ordinary one
-    launch = src.split("  if (tma && s.mtotal <= 64) {  // wg_solo_decode")[1].split("  cudaError_t e = ")[0]
-    assert ("    const int se = prepare_sm90<D, true, true>();\n    if (se != cudaSuccess) return se;\n"
-            "    attn_fwd_sm90<D, true, true><<<grid, 256, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);\n"
-            "  } else if (tma) {\n    attn_fwd_sm90<D, true><<<grid, Sm90Cfg<D>::kThreads,") in launch
-    assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo>," in src
-    # nothing else moves: the rest of the file is the leader's, line for line
-    assert len(src.splitlines()) - len(base.splitlines()) == 6  # the record, HC, the launch
-    # without three d64 consumers (wg_wide_d64) the count is kWgConsumers: the same edits
+    launch = src.split("  if (kWgSoloDecode && tma && s.mtotal <= 64) {  // wg_solo_decode")[1].split(
+        "  cudaError_t e = ")[0]
+    assert ("    if constexpr (kWgSoloDecode) {\n"
+            "      const int se = prepare_sm90<D, true, true>();\n      if (se != cudaSuccess) return se;\n"
+            "      attn_fwd_sm90<D, true, true><<<grid, 256, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);\n"
+            "    }\n  } else if (kPLongBlocks > 0 && tma && long_call<D>(a, s)) {") in launch
+    assert "  } else if (tma) {\n    attn_fwd_sm90<D, true><<<grid, Sm90Cfg<D>::kThreads," in launch
+    assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo, kLong>," in src
+    # nothing else moves: past the record, the file is the leader's but for the constant
+    assert len(src.splitlines()) - len(base.splitlines()) == 1  # the record's line
+    changed = set(src.splitlines()) - set(base.splitlines())
+    assert all(line.startswith("//   ") or line == "constexpr bool kWgSoloDecode = true;  // wg_solo_decode"
+               for line in changed) and "constexpr bool kWgSoloDecode = true;  // wg_solo_decode" in changed
+    # without three d64 consumers (wg_wide_d64) the count is kWgConsumers at every head dim (the second Q buffer's
+    # barrier is there too, unused with one buffer)
     plain = render(parse_knobs("mma=wgmma,wg_load=tma,wg_decode=wgmma,wg_solo_decode=true"))
-    assert "  constexpr int HC = kSolo ? 1 : kWgConsumers;" in plain and plain.count(", 4 * HC);") == 3
+    assert "  constexpr int HC = kSolo ? 1 : WgC<D>::HC;" in plain and plain.count(", 4 * HC);") == 4
+    assert "struct WgC<64>" not in plain  # every head dim: HC = kWgConsumers
     assert "if constexpr (kWgPingpong) " not in plain and "attn_fwd_sm90<D, true, true><<<grid, 256," in plain
 
 
@@ -279,7 +287,7 @@ def test_wg_v_ring_deeper_gives_v_a_stage_more_than_k_where_shared_memory_holds_
             and "const uint32_t ph = (is_k ? gj / SK : gj / S) & 1u;" in producer
             and "if (gj >= R) mbar_wait(empty, ph ^ 1u);" in producer
             and "const uint32_t R = is_k ? uint32_t(SK) : uint32_t(S);" in producer)
-    kernel = src.split("__global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(")[1]
+    kernel = src.split("__global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(")[1]
     cp_async = kernel.split("const int p = tid;  // 0..127")[1].split("cp_async_wait<0>();")[0]
     assert "mbar_wait(k_empty(sk), ((gj / SK) & 1u) ^ 1u);" in cp_async and "cp_async_arrive(k_full(sk));" in cp_async
     assert "mbar_wait(v_empty(st), ph ^ 1u);" in cp_async and "const int st = int(gj % S);" in cp_async
@@ -306,15 +314,18 @@ def test_wg_k_wait_before_turn_waits_for_k_before_the_warpgroup_takes_its_turn()
                 render(parse_knobs("mma=wgmma,wg_k_wait=before_turn"))):
         assert not [str(f) for f in check_source(src) if f.blocking]
         issue_qk = src.split("    auto issue_qk = [&](int j) {\n")[1].split("    };\n")[0]
-        assert "k_full" not in issue_qk and "wgmma_ss<BN>(s, " in issue_qk  # the turn issues only
+        assert "constexpr bool kWgKBeforeTurn = true;  // wg_k_wait=before_turn" in src
+        # the turn issues only: issue_qk's wait for K is wg_k_wait=in_turn's
+        assert "if (!kWgKBeforeTurn && " in issue_qk and "wgmma_ss<BN>(s, " in issue_qk
         consumers = src.split("    auto issue_qk = [&](int j) {\n")[1].split("    // Epilogue:")[0]
         # every S = Q K^T of the computing loops: K waited for, then the turn, then the wgmmas
         issues = re.findall(r"\n( *)turn_wait\(\);\n\1issue_qk\((\w+)\);", consumers)
         assert len(issues) == 3 and all(
             f"{ind}wait_k({j});\n{ind}turn_wait();\n{ind}issue_qk({j});" in consumers for ind, j in issues)
         assert src.count("wait_k(") == 3 and src.count("auto wait_k = ") == 1  # three calls, one helper
-        wait_k = src.split("    auto wait_k = [&](int j) { ")[1].split(" };\n")[0]
-        assert wait_k == "mbar_wait(k_full(int((gb + uint32_t(j)) % S)), ((gb + uint32_t(j)) / S) & 1u);"
+        wait_k = src.split("    auto wait_k = [&](int j) {\n")[1].split("\n    };\n")[0]
+        assert wait_k == ("      if constexpr (kWgKBeforeTurn) "
+                          "mbar_wait(k_full(int((gb + uint32_t(j)) % SK)), ((gb + uint32_t(j)) / SK) & 1u);")
         # V's wait stays inside the turn, between the two products
         assert "mbar_wait(v_full(st), ((gb + uint32_t(j)) / S) & 1u);" in src.split(
             "    auto issue_pv = [&](int j) {\n")[1].split("    };\n")[0]
@@ -333,9 +344,12 @@ def test_wg_kv_wait_first_leaves_the_waits_to_the_first_warpgroup_in_the_turn_or
     src = render(k)
     assert not [str(x) for x in check_source(src) if x.blocking]
     consumer = src.split("// ---- consumer warpgroups")[1].split("// Epilogue:")[0]
-    for name, bar in (("issue_qk", "k_full"), ("issue_pv", "v_full")):
+    for name, bar, wait in (("issue_qk", "k_full", "if (!kWgKBeforeTurn && (!kWgKvWaitFirst || !kTma || c == 0))\n"
+                                                     "        mbar_wait"),
+                            ("issue_pv", "v_full", "if (!kWgKvWaitFirst || !kTma || c == 0) mbar_wait")):
         body = consumer.split(f"auto {name} = [&](int j) {{")[1].split("};")[0]
-        assert f"if (!kWgKvWaitFirst || !kTma || c == 0) mbar_wait({bar}(st), ((gb + uint32_t(j)) / S) & 1u);" in body
+        ring = "SK" if bar == "k_full" else "S"  # K's ring and V's (wg_v_ring)
+        assert f"{wait}({bar}(st), ((gb + uint32_t(j)) / {ring}) & 1u);" in body
     assert "constexpr bool kWgKvWaitFirst = true;  // wg_kv_wait=first" in src
     # consumer 0 takes the first turn, and every issue sits inside a turn, so the others issue a
     # block's wgmmas only after consumer 0 has waited for it

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kernels.attention.family.space import HEAD_DIMS, Knobs, knobs_from_mapping
-from kernels.attention.family.splice import apply, load, swap
+from kernels.attention.family.splice import apply
 
 TEMPLATE = Path(__file__).with_name("template.cu.in")
 TEMPLATE_SM90 = Path(__file__).with_name("template_sm90.cu.in")
@@ -24,8 +24,11 @@ SM90_ANCHOR = "bool aligned16(const void* p)"
 # 128 * (40 + 2 * 232) = 64512 of the 65536 per SM; 24 spills the producer, 224 the d256 consumer).
 REGS_PRODUCER = 40
 REGS_CONSUMER = 232
-# wg_wide_d64: the one-thread copy-engine producer and three consumer warpgroups at d64
-# (128 * (24 + 3 * 160) = 64512 of the 65536; splices/wg_wide_d64.splice says why).
+# wg_wide_d64 (wg_load=tma): head_dim 64 runs three consumer warpgroups (192 query rows per CTA, 512
+# threads, 128 registers each at launch); setmaxnreg then gives the one-thread copy-engine producer 24
+# and the consumers 160 (128 * (24 + 3 * 160) = 64512 of the 65536). The cp.async producer warpgroup
+# would need 40 (and the consumers spill at the 152 left), so at d64 a call no tensor map describes
+# runs the mma.sync kernel instead (WgC<64>::kMapsOnly).
 REGS_WIDE_PRODUCER = 24
 REGS_WIDE_CONSUMER = 160
 
@@ -33,6 +36,7 @@ _GRID_ORDER = {"m_fastest": 0, "head_fastest": 1, "heavy_first": 2}
 _SPLIT = {"off": 0, "1wave": 1, "2wave": 2}
 _PACK = {"off": 0, "decode": 1, "on": 2}
 _COMBINE = {"serial": 0, "parallel": 1, "wide": 2, "burst": 3}
+_V_RELEASE = {"after_softmax": 0, "mid_softmax": 1, "before_softmax": 2}
 
 
 def _b(v: bool) -> str:
@@ -130,33 +134,46 @@ def sm90_constants(k: Knobs) -> str:
         f"constexpr bool kWgIdleSkip = {_b(k.wg_idle_rows == 'skip')};  // wg_idle_rows={k.wg_idle_rows}",
         f"constexpr bool kWgKvFenceCpAsync = {_b(k.wg_kv_fence == 'cp_async')};  // wg_kv_fence={k.wg_kv_fence}",
         f"constexpr bool kWgKvWaitFirst = {_b(k.wg_kv_wait == 'first')};  // wg_kv_wait={k.wg_kv_wait}",
+        f"constexpr bool kWgKBeforeTurn = {_b(k.wg_k_wait == 'before_turn')};  // wg_k_wait={k.wg_k_wait}",
+        f"constexpr bool kWgEpilogueOneQ = {_b(k.wg_epilogue_one_q)};  // wg_epilogue_one_q",
+        f"constexpr int kWgVRelease = {_V_RELEASE[k.wg_v_release]};  // wg_v_release={k.wg_v_release}",
+        f"constexpr bool kWgSoloDecode = {_b(k.wg_solo_decode)};  // wg_solo_decode",
+        f"constexpr bool kWgKAhead = {_b(k.wg_kv_order == 'k_ahead')};  // wg_kv_order={k.wg_kv_order}",
         f"constexpr int kRegsProducer = {REGS_PRODUCER};",
         f"constexpr int kRegsConsumer = {REGS_CONSUMER};",
-        *(["// no copy-engine build in this file (where there is one, the kernel's own kTma hides this)",
-            "constexpr bool kTma = false;"] if k.wg_load == "cp_async" else []),
+        f"constexpr bool kWgWideD64 = {_b(k.wg_wide_d64)};  // wg_wide_d64",
+        "// consumer warpgroups (HC), setmaxnreg targets (RP, RC), and whether the head_dim runs with tensor",
+        "// maps only (no cp.async instantiation: the mma.sync kernel takes the rest)",
+        "template <int D>",
+        "struct WgC {",
+        "  static constexpr int HC = kWgConsumers, RP = kRegsProducer, RC = kRegsConsumer;",
+        "  static constexpr bool kMapsOnly = false;",
+        "};",
+        *([f"template <>\nstruct WgC<64> {{  // wg_wide_d64: three consumers at d64\n"
+           f"  static constexpr int HC = 3, RP = {REGS_WIDE_PRODUCER}, RC = {REGS_WIDE_CONSUMER};\n"
+           "  static constexpr bool kMapsOnly = true;\n};"] if k.wg_wide_d64 else []),
+        *(["// no copy-engine build in this file (where there is one, the kernel's own kTma and kSolo hide these)",
+            "constexpr bool kTma = false;", "constexpr bool kSolo = false;"] if k.wg_load == "cp_async" else []),
         "template <int D>",
         "struct WgBlockN;",
     ]
     for d in HEAD_DIMS:
         lines.append(f"template <>\nstruct WgBlockN<{d}> {{\n  static constexpr int value = {k.wg_block_n(d)};\n}};")
-    if _stages_by_dim(k):
-        lines += ["// wg_stages_d64 / wg_stages_d128: K/V stages per head_dim",
-                  "template <int D>\nstruct WgStages {\n  static constexpr int value = kWgStages;\n};"]
-        lines += [f"template <>\nstruct WgStages<{d}> {{\n  static constexpr int value = {k.wg_stages_at(d)};\n}};"
-                  for d in HEAD_DIMS if k.wg_stages_at(d) != k.wg_stages]
-    if k.wg_p_long_blocks:
-        lines.append(f"constexpr long long kPLongBlocks = {k.wg_p_long_blocks};  // wg_p_long_blocks")
-    if k.wg_v_ring == "deeper":
-        lines += ["// wg_v_ring=deeper: V stages per head_dim (K's, or one more where shared memory holds it)",
-                  "template <int D>\nstruct WgVStages {\n  static constexpr int value = WgStages<D>::value;\n};"]
-        lines += [f"template <>\nstruct WgVStages<{d}> {{\n  static constexpr int value = {k.wg_v_stages_at(d)};\n}};"
-                  for d in HEAD_DIMS if k.wg_v_stages_at(d) != k.wg_stages_at(d)]
+    lines += ["// wg_stages_d64 / wg_stages_d128: K/V stages per head_dim (kWgStages where unset)",
+              "template <int D>\nstruct WgStages {\n  static constexpr int value = kWgStages;\n};"]
+    lines += [f"template <>\nstruct WgStages<{d}> {{\n  static constexpr int value = {k.wg_stages_at(d)};\n}};"
+              for d in HEAD_DIMS if k.wg_stages_at(d) != k.wg_stages]
+    lines += [f"constexpr bool kWgQRing = {_b(k.wg_q_stages == 2)};  // wg_q_stages={k.wg_q_stages}",
+              "// Q buffers per head_dim (two where shared memory holds them)",
+              "template <int D>\nstruct WgQRing;"]
+    lines += [f"template <>\nstruct WgQRing<{d}> {{\n  static constexpr int QS = {k.wg_q_buffers(d)};\n}};"
+              for d in HEAD_DIMS]
+    lines.append(f"constexpr long long kPLongBlocks = {k.wg_p_long_blocks};  // wg_p_long_blocks")
+    lines += [f"// wg_v_ring={k.wg_v_ring}: V stages per head_dim (K's, or one more where shared memory holds it)",
+              "template <int D>\nstruct WgVStages {\n  static constexpr int value = WgStages<D>::value;\n};"]
+    lines += [f"template <>\nstruct WgVStages<{d}> {{\n  static constexpr int value = {k.wg_v_stages_at(d)};\n}};"
+              for d in HEAD_DIMS if k.wg_v_stages_at(d) != k.wg_stages_at(d)]
     return "\n".join(lines)
-
-
-def _stages_by_dim(k: Knobs) -> bool:
-    """The ring's depth comes from WgStages<D> (wg_v_ring=deeper builds on that form)."""
-    return any(k.wg_stages_at(d) != k.wg_stages for d in HEAD_DIMS) or k.wg_v_ring != "same"
 
 
 def inline_fragments(text: str) -> str:
@@ -168,73 +185,20 @@ def inline_fragments(text: str) -> str:
     return re.sub(r'^#include "([\w.]+\.cuh)"\n', fragment, text, flags=re.M)
 
 
-def q_ring_constants(k: Knobs) -> str:
-    """wg_q_stages=2 (wg_load=tma): the Q buffers (QS) per head_dim; the second Q buffer's
-    full/empty mbarriers follow the K/V ring's."""
-    lines = [
-        f"// wg_q_stages={k.wg_q_stages}: Q buffers per head_dim (two where shared memory holds them)",
-        "template <int D>",
-        "struct WgQRing;",
-    ]
-    for d in HEAD_DIMS:
-        lines.append(
-            f"template <>\nstruct WgQRing<{d}> {{\n  static constexpr int QS = {k.wg_q_buffers(d)};\n}};"
-        )
-    return "\n".join(lines) + "\n" + load("wg_q_stages").block("barriers")
-
-
-def _before_wgmma(text: str, constants: str) -> str:
-    return swap(text, "//@@SM90_WGMMA@@", constants + "\n//@@SM90_WGMMA@@")
-
-
 def _with_tma(text: str) -> str:
     device, _, host = TEMPLATE_SM90_TMA.read_text().partition("//@@SM90_TMA_HOST@@\n")
     return apply(text, "wg_load_tma", DEVICE=device, HOST=host)
 
 
-def _with_deep_v(text: str) -> str:
-    """wg_v_ring=deeper on the Hopper section, after every other edit of the loop: K's stage and
-    phase use SK wherever the consumers name K (issue_qk's wait, each K release, wg_k_wait's
-    wait before the turn), V's keep S."""
-    text = apply(text, "wg_v_ring")
-    q = "QS * kQBytes" if "kBarOff = QS * kQBytes + " in text else "kQBytes"  # one Q buffer: no QS
-    text = apply(text, "wg_v_ring", "bar_offset", Q=q)
-    qk = text.index("    auto issue_qk = [&](int j) {\n")
-    end = text.index("    };\n", qk)
-    body = text[qk:end]
-    # the phase's wait is in issue_qk unless wg_k_wait=before_turn moved it to wait_k
-    if body.count("% S);") != 1 or body.count("/ S) & 1u") > 1:
-        raise RuntimeError("template: expected issue_qk's stage and phase of K")
-    text = text[:qk] + body.replace("% S);", "% SK);").replace("/ S) & 1u", "/ SK) & 1u") + text[end:]
-    text = swap(text, "release(k_empty(slot(", "release(k_empty(kslot(", "some")
-    before_turn = "mbar_wait(k_full(int((gb + uint32_t(j)) % S)), ((gb + uint32_t(j)) / S) & 1u);"
-    return text.replace(before_turn, "mbar_wait(k_full(int((gb + uint32_t(j)) % SK)), ((gb + uint32_t(j)) / SK) & 1u);")
-
-
-def _with_k_wait_before_turn(text: str) -> str:
-    """wg_k_wait=before_turn on the Hopper section (issue_qk keeps the stage, loses the wait)."""
-    wait = load("wg_k_wait").block("issue_qk_wait")
-    qk = text.index("    auto issue_qk = [&](int j) {\n")
-    end = text.index("    };\n", qk)
-    body = text[qk:end]
-    if body.count(wait) != 1:
-        raise RuntimeError("template: expected issue_qk's wait for K")
-    return apply(text[:qk] + body.replace(wait, "") + text[end:], "wg_k_wait")
-
-
 def _with_cluster(text: str) -> str:
     """wg_cluster=2 on the whole rendered file (after every other Hopper edit)."""
     text = apply(text, "wg_cluster")
-    # the stages' empty barriers count both CTAs' consumer warps (kWgConsumers, or WgC<D>::HC with
-    # wg_wide_d64)
+    # the stages' empty barriers count both CTAs' consumer warps (4 * HC each)
     text, n = re.subn(r"(      mbar_init\(k_empty\(s\), 4 \* [\w:<>]+)\);\n"
                       r"(      mbar_init\(v_empty\(s\), 4 \* [\w:<>]+)\);\n",
                       r"\1 * kCl);  // wg_cluster: both CTAs' consumer warps\n\2 * kCl);\n", text)
     if n != 1:
         raise RuntimeError(f"template: expected one pair of empty-barrier inits, found {n}")
-    loops = sum(text.count(e.old) for e in load("wg_cluster").edits("panels"))
-    if loops not in (1, 2):
-        raise RuntimeError(f"template: expected the K/V copy loops of one copy order, found {loops}")
     text = apply(text, "wg_cluster", "panels")
     for bar in ("k_empty(", "v_empty("):
         if text.count(f"release({bar}") < 2:
@@ -243,59 +207,17 @@ def _with_cluster(text: str) -> str:
     return text
 
 
-def _with_solo(text: str, k: Knobs) -> str:
-    """wg_solo_decode on a file with the copy-engine Hopper kernel (after every other edit of the
-    kernel and of its launch). The consumer count is `WgC<D>::HC` where wg_wide_d64 gave each head
-    dim its own, else `kWgConsumers`; the turns' own arithmetic is left as it is, inside the
-    `HC > 1` branches the one-consumer instantiation discards."""
-    hc = "WgC<D>::HC" if k.wg_wide_d64 else "kWgConsumers"
-    text = apply(text, "wg_solo_decode", HC=hc)
-    # the empty barriers: Q's, K's and V's, and the second Q buffer's with wg_q_stages=2
-    text = swap(text, f", 4 * {hc});", ", 4 * HC);", "x4" if k.wg_q_stages == 2 else "x3")
-    text = swap(text, f"if constexpr ({hc} > 1) asm volatile(\"setmaxnreg.",
-                "if constexpr (HC > 1) asm volatile(\"setmaxnreg.", "x2")
-    text = swap(text, "if constexpr (kWgPingpong) ", "if constexpr (kWgPingpong && HC > 1) ", "x4")
-    return apply(text, "wg_solo_decode", "host")
-
-
-def _with_p_long(text: str, k: Knobs) -> str:
-    """wg_p_long_blocks on a file with the two-set loop (after wg_solo_decode's edits, which give
-    the kernel and its prepare a third template argument)."""
-    return apply(text, "wg_p_long_blocks", SOLO="false, " if k.wg_solo_decode else "",
-                 ARGS="bool kTma, bool kSolo = false" if k.wg_solo_decode else "bool kTma",
-                 KARGS="D, kTma, kSolo" if k.wg_solo_decode else "D, kTma")
-
-
 def sm90_section(k: Knobs) -> str:
     """The Hopper kernel (template_sm90.cu.in) with the splices of the setting's Hopper knobs."""
     text = inline_fragments(TEMPLATE_SM90.read_text()).replace("//@@SM90_CONSTANTS@@", sm90_constants(k))
     if k.wg_load == "tma":
         text = _with_tma(text)
-    if k.wg_q_stages != 1:
-        text = apply(_before_wgmma(text, q_ring_constants(k)), "wg_q_stages")
-    if k.wg_wide_d64:
-        constants = load("wg_wide_d64").block("constants", RP=REGS_WIDE_PRODUCER, RC=REGS_WIDE_CONSUMER)
-        text = apply(_before_wgmma(text, constants), "wg_wide_d64")
     if k.wg_epilogue in ("smem", "tma"):
         text = apply(text, "wg_epilogue")
     if k.wg_epilogue == "tma":
         text = apply(text, "wg_epilogue", "tma")
-    if k.wg_epilogue_one_q:
-        text = apply(text, "wg_epilogue_one_q")
-    if _stages_by_dim(k):
-        text = apply(apply(text, "wg_stages_by_dim"), "wg_stages_by_dim", k.wg_load)
-    if k.wg_kv_order == "k_ahead":
-        text = apply(text, "wg_kv_order")
-    if k.wg_k_wait == "before_turn":
-        text = _with_k_wait_before_turn(text)
-    if k.wg_v_release == "mid_softmax":
-        text = apply(text, "wg_v_release")
-    elif k.wg_v_release == "before_softmax":
-        text = apply(text, "wg_v_release", "before_softmax")
     if k.wg_p_buffers == 2:
         text = apply(text, "wg_p_buffers")
-    if k.wg_v_ring == "deeper":
-        text = _with_deep_v(text)
     return text.replace("//@@SM90_WGMMA@@", wgmma_wrappers({k.wg_block_n(d) for d in HEAD_DIMS}, set(HEAD_DIMS)))
 
 
@@ -319,10 +241,6 @@ def _with_hopper(text: str, k: Knobs) -> str:
         text = apply(text, "wg_tile_decode")
     if k.wg_cluster == 2:
         text = _with_cluster(text)
-    if k.wg_solo_decode:
-        text = _with_solo(text, k)
-    if k.wg_p_long_blocks:
-        text = _with_p_long(text, k)
     return text
 
 

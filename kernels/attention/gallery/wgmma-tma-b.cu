@@ -1130,8 +1130,26 @@ constexpr bool kWgL2HintQ = false;
 constexpr bool kWgIdleSkip = false;  // wg_idle_rows=compute
 constexpr bool kWgKvFenceCpAsync = false;  // wg_kv_fence=every_block
 constexpr bool kWgKvWaitFirst = false;  // wg_kv_wait=each
+constexpr bool kWgKBeforeTurn = false;  // wg_k_wait=in_turn
+constexpr bool kWgEpilogueOneQ = false;  // wg_epilogue_one_q
+constexpr int kWgVRelease = 0;  // wg_v_release=after_softmax
+constexpr bool kWgSoloDecode = false;  // wg_solo_decode
+constexpr bool kWgKAhead = false;  // wg_kv_order=kv
 constexpr int kRegsProducer = 40;
 constexpr int kRegsConsumer = 232;
+constexpr bool kWgWideD64 = true;  // wg_wide_d64
+// consumer warpgroups (HC), setmaxnreg targets (RP, RC), and whether the head_dim runs with tensor
+// maps only (no cp.async instantiation: the mma.sync kernel takes the rest)
+template <int D>
+struct WgC {
+  static constexpr int HC = kWgConsumers, RP = kRegsProducer, RC = kRegsConsumer;
+  static constexpr bool kMapsOnly = false;
+};
+template <>
+struct WgC<64> {  // wg_wide_d64: three consumers at d64
+  static constexpr int HC = 3, RP = 24, RC = 160;
+  static constexpr bool kMapsOnly = true;
+};
 template <int D>
 struct WgBlockN;
 template <>
@@ -1145,6 +1163,33 @@ struct WgBlockN<128> {
 template <>
 struct WgBlockN<256> {
   static constexpr int value = 64;
+};
+// wg_stages_d64 / wg_stages_d128: K/V stages per head_dim (kWgStages where unset)
+template <int D>
+struct WgStages {
+  static constexpr int value = kWgStages;
+};
+constexpr bool kWgQRing = true;  // wg_q_stages=2
+// Q buffers per head_dim (two where shared memory holds them)
+template <int D>
+struct WgQRing;
+template <>
+struct WgQRing<64> {
+  static constexpr int QS = 2;
+};
+template <>
+struct WgQRing<128> {
+  static constexpr int QS = 2;
+};
+template <>
+struct WgQRing<256> {
+  static constexpr int QS = 1;
+};
+constexpr long long kPLongBlocks = 0;  // wg_p_long_blocks
+// wg_v_ring=same: V stages per head_dim (K's, or one more where shared memory holds it)
+template <int D>
+struct WgVStages {
+  static constexpr int value = WgStages<D>::value;
 };
 
 // Shared-memory tile layout (bf16): 64-column panels, each panel ROWS rows of 128 bytes; the
@@ -1220,21 +1265,9 @@ __device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
 
-// wg_q_stages=2: Q buffers per head_dim (two where shared memory holds them)
-template <int D>
-struct WgQRing;
-template <>
-struct WgQRing<64> {
-  static constexpr int QS = 2;
-};
-template <>
-struct WgQRing<128> {
-  static constexpr int QS = 2;
-};
-template <>
-struct WgQRing<256> {
-  static constexpr int QS = 1;
-};
+// wg_q_stages=2 (wg_load=tma): tile t's Q in buffer t % QS (WgQRing<D>::QS: 1 where two do not
+// fit or the knob is 1), so the producer loads the next tile's Q as soon as the tile before last
+// has released its buffer.
 // The mbarriers of tile t's Q buffer: buffer 0 keeps q_full/q_empty, buffer 1 sits after the ring's.
 __device__ __forceinline__ uint32_t q_full_bar(uint32_t bars, int t, int qs, int stages) {
   return (qs == 2 && (t & 1)) ? bars + 8 * (2 + 4 * stages) : bars;
@@ -1242,18 +1275,7 @@ __device__ __forceinline__ uint32_t q_full_bar(uint32_t bars, int t, int qs, int
 __device__ __forceinline__ uint32_t q_empty_bar(uint32_t bars, int t, int qs, int stages) {
   return (qs == 2 && (t & 1)) ? bars + 8 * (3 + 4 * stages) : bars + 8;
 }
-// wg_wide_d64: consumer warpgroups (HC), setmaxnreg targets (RP, RC), and whether the head_dim
-// runs with tensor maps only (no cp.async instantiation: the mma.sync kernel takes the rest).
-template <int D>
-struct WgC {
-  static constexpr int HC = kWgConsumers, RP = kRegsProducer, RC = kRegsConsumer;
-  static constexpr bool kMapsOnly = false;
-};
-template <>
-struct WgC<64> {
-  static constexpr int HC = 3, RP = 24, RC = 160;
-  static constexpr bool kMapsOnly = true;
-};
+
 template <int N>
 __device__ void wgmma_ss(float (&d)[N / 2], uint64_t da, uint64_t db, int accumulate);
 template <int N>
@@ -1308,8 +1330,12 @@ struct Sm90Cfg {
   static constexpr int kQBytes = BM * D * 2;
   static constexpr int kKVBytes = BN * D * 2;
   static constexpr int QS = WgQRing<D>::QS;  // Q buffers
-  static constexpr int kBarOff = QS * kQBytes + 2 * kWgStages * kKVBytes;
-  static constexpr int kBars = 2 * QS + 4 * kWgStages;  // q_full, q_empty, k/v_full, k/v_empty
+  // wg_v_ring=deeper: V's ring may be deeper than K's (WgVStages); S also spaces the barriers
+  static constexpr int SK = WgStages<D>::value;  // K stages (wg_stages_d64/d128)
+  static constexpr int S = WgVStages<D>::value;  // V stages, and the barriers' spacing
+  static_assert(S >= SK, "V's ring is at least as deep as K's");
+  static constexpr int kBarOff = QS * kQBytes + (SK + S) * kKVBytes;
+  static constexpr int kBars = 2 * QS + 4 * S;  // q_full, q_empty, k/v_full, k/v_empty
   static constexpr size_t kSmem = size_t(kBarOff + 8 * kBars) + 1024;  // + alignment slack
   static_assert(BN % 16 == 0 && BN <= 256, "block_n must be a multiple of 16, at most 256");
 };
@@ -1412,12 +1438,17 @@ __device__ __forceinline__ void tma_load_5d(uint32_t dst, const CUtensorMap* map
 
 // The producer of wg_load=tma: one thread walks the same tiles and key blocks as the consumers
 // and keeps the Q buffer and the K/V stage ring full.
+// wg_kv_order=k_ahead: it copies block j + 1's K before block j's V, the order the consumers need
+// them in with wg_overlap (S of block j + 1 is issued before P V of block j), so the next S's copy
+// is not queued behind a V the consumers need later. K and V keep their own full/empty barriers,
+// so only the order of the waits and copies moves. K(j + 1) waits for K(j + 1 - S)'s release,
+// which the consumers give after S of that block, and needs nothing issued after it: no wait cycle.
 template <int D>
 __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a, const Sched& sc,
                                                  const Sm90Maps& maps, uint32_t q_s, uint32_t k_s,
                                                  uint32_t v_s, uint32_t bars) {
   using C = Sm90Cfg<D>;
-  constexpr int BM = C::BM, BN = C::BN, S = kWgStages, P = D / 64;
+  constexpr int BM = C::BM, BN = C::BN, S = C::S, SK = C::SK, P = D / 64;
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&maps.q)) : "memory");
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&maps.k)) : "memory");
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&maps.v)) : "memory");
@@ -1433,33 +1464,62 @@ __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a,
 #pragma unroll
     for (int p = 0; p < P; ++p)
       tma_load_5d(q_cur + p * BM * 128, &maps.q, q_full, p * 64, 0, x.m0 / sc.gp, x.id.head, x.id.batch);
-    for (int j = 0; j < x.nb; ++j) {
-      const uint32_t gj = gb + uint32_t(j);
-      const int st = int(gj % S);
-      const uint32_t ph = (gj / S) & 1u;
-      const int n0 = (x.b_lo + j) * BN;
-      const uint32_t k_full = bars + 8 * (2 + st), v_full = bars + 8 * (2 + S + st);
-      const uint32_t k_empty = bars + 8 * (2 + 2 * S + st), v_empty = bars + 8 * (2 + 3 * S + st);
-      if (gj >= uint32_t(S)) mbar_wait(k_empty, ph ^ 1u);
-      mbar_expect_tx(k_full, C::kKVBytes);
+    if constexpr (kWgKAhead) {
+      // wg_kv_order=k_ahead: K of block j + 1, then V of block j (block kb's stage: kb % S).
+      for (int kb = 0, vb = 0; vb < x.nb;) {
+        const bool is_k = kb < x.nb && kb <= vb + 1;
+        const int j = is_k ? kb++ : vb++;
+        const uint32_t gj = gb + uint32_t(j);
+        const uint32_t R = is_k ? uint32_t(SK) : uint32_t(S);  // wg_v_ring=deeper: this copy's ring
+        const int st = int(is_k ? gj % SK : gj % S);
+        const uint32_t ph = (is_k ? gj / SK : gj / S) & 1u;
+        const int n0 = (x.b_lo + j) * BN;
+        const uint32_t full = bars + 8 * (2 + (is_k ? 0 : S) + st), empty = bars + 8 * (2 + (is_k ? 2 : 3) * S + st);
+        if (gj >= R) mbar_wait(empty, ph ^ 1u);
+        mbar_expect_tx(full, C::kKVBytes);
+        const uint32_t dst = (is_k ? k_s : v_s) + st * C::kKVBytes;
+        const CUtensorMap* map = is_k ? &maps.k : &maps.v;
 #pragma unroll
-      for (int p = 0; p < P; ++p)
-        tma_load_4d(k_s + st * C::kKVBytes + p * BN * 128, &maps.k, k_full, p * 64, n0, x.kv_head, x.id.batch);
-      if (gj >= uint32_t(S)) mbar_wait(v_empty, ph ^ 1u);
-      mbar_expect_tx(v_full, C::kKVBytes);
+        for (int p = 0; p < P; ++p) tma_load_4d(dst + p * BN * 128, map, full, p * 64, n0, x.kv_head, x.id.batch);
+      }
+    } else {
+      for (int j = 0; j < x.nb; ++j) {
+        const uint32_t gj = gb + uint32_t(j);
+        const int st = int(gj % S);
+        const uint32_t ph = (gj / S) & 1u;
+        const int n0 = (x.b_lo + j) * BN;
+        const uint32_t k_full = bars + 8 * (2 + st), v_full = bars + 8 * (2 + S + st);
+        const uint32_t k_empty = bars + 8 * (2 + 2 * S + st), v_empty = bars + 8 * (2 + 3 * S + st);
+        if (gj >= uint32_t(S)) mbar_wait(k_empty, ph ^ 1u);
+        mbar_expect_tx(k_full, C::kKVBytes);
 #pragma unroll
-      for (int p = 0; p < P; ++p)
-        tma_load_4d(v_s + st * C::kKVBytes + p * BN * 128, &maps.v, v_full, p * 64, n0, x.kv_head, x.id.batch);
+        for (int p = 0; p < P; ++p)
+          tma_load_4d(k_s + st * C::kKVBytes + p * BN * 128, &maps.k, k_full, p * 64, n0, x.kv_head, x.id.batch);
+        if (gj >= uint32_t(S)) mbar_wait(v_empty, ph ^ 1u);
+        mbar_expect_tx(v_full, C::kKVBytes);
+#pragma unroll
+        for (int p = 0; p < P; ++p)
+          tma_load_4d(v_s + st * C::kKVBytes + p * BN * 128, &maps.v, v_full, p * 64, n0, x.kv_head, x.id.batch);
+      }
     }
     gb += uint32_t(x.nb);
   }
 }
 
-template <int D, bool kTma>
-__global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
+template <int D, bool kTma, bool kSolo = false, bool kLong = false>
+__global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
     const SocraticAttentionArgs a, const Sched sc, const __grid_constant__ Sm90Maps maps) {
   using C = Sm90Cfg<D>;
-  constexpr int BM = C::BM, BN = C::BN, CH = C::CH, S = kWgStages;
+  // wg_solo_decode (wg_load=tma, wg_decode=wgmma): a call whose packed query rows fit the first
+  // consumer warpgroup (sc.mtotal <= 64: decode) runs the kSolo instantiation, launched with 256
+  // threads: the producer warpgroup and one consumer warpgroup. Its empty barriers expect that
+  // warpgroup's four warps, it takes no turns (a named barrier of 256 threads would wait for a
+  // warpgroup that is not there) and keeps the registers it was compiled with (no setmaxnreg). The
+  // shared-memory layout, tile order and tensor maps are the ordinary instantiation's (the rows of Q
+  // past the first warpgroup's are loaded and nothing reads them). FA3 runs decode at d128 on one MMA
+  // warpgroup; stop 36: +1.0% on decode against wgmma-tma-k (docs/family.md).
+  constexpr int HC = kSolo ? 1 : WgC<D>::HC;  // consumer warpgroups launched
+  constexpr int BM = C::BM, BN = C::BN, CH = C::CH, S = C::S, SK = C::SK;
   constexpr int NT = BN / 8, DT = D / 8, KD = D / 16, KN = BN / 16;
   // wg_combine_pdl: the combine behind a split call may launch once every CTA has started
   if constexpr (kCombinePdl) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -1468,7 +1528,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
   const uint32_t base = (raw + 1023u) & ~1023u;
   const uint32_t q_s = base;
   const uint32_t k_s = q_s + C::QS * C::kQBytes;
-  const uint32_t v_s = k_s + S * C::kKVBytes;
+  const uint32_t v_s = k_s + SK * C::kKVBytes;
   const uint32_t bars = base + C::kBarOff;
   const uint32_t q_full = bars, q_empty = bars + 8;
   auto k_full = [&](int s) { return bars + 8 * (2 + s); };
@@ -1480,16 +1540,16 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
   const int wg = tid >> 7;
   if (tid == 0) {
     mbar_init(q_full, kTma ? 1 : 128);
-    mbar_init(q_empty, 4 * WgC<D>::HC);
+    mbar_init(q_empty, 4 * HC);
     for (int s = 0; s < S; ++s) {
       mbar_init(k_full(s), kTma ? 1 : 128);
       mbar_init(v_full(s), kTma ? 1 : 128);
-      mbar_init(k_empty(s), 4 * WgC<D>::HC);
-      mbar_init(v_empty(s), 4 * WgC<D>::HC);
+      mbar_init(k_empty(s), 4 * HC);
+      mbar_init(v_empty(s), 4 * HC);
     }
     if constexpr (C::QS == 2) {
       mbar_init(q_full_bar(bars, 1, 2, S), kTma ? 1 : 128);
-      mbar_init(q_empty_bar(bars, 1, 2, S), 4 * WgC<D>::HC);
+      mbar_init(q_empty_bar(bars, 1, 2, S), 4 * HC);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -1502,7 +1562,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
 
   if (wg == 0) {
     // ---- producer warpgroup: Q once, then K and V blocks into the stage ring ----
-    if constexpr (WgC<D>::HC > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(WgC<D>::RP));
+    if constexpr (HC > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(WgC<D>::RP));
     if constexpr (kTma) {
       if (tid == 0) sm90_produce_tma<D>(a, sc, maps, q_s, k_s, v_s, bars);
       return;
@@ -1561,9 +1621,10 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
         const int st = int(gj % S);
         const uint32_t ph = (gj / S) & 1u;
         const int n0 = (b_lo + j) * BN;
-        if (gj >= uint32_t(S)) mbar_wait(k_empty(st), ph ^ 1u);
-        load_tile(k_s + st * C::kKVBytes, Kb, a.k_row_stride, n0);
-        cp_async_arrive(k_full(st));
+        const int sk = int(gj % SK);  // wg_v_ring=deeper: K's stage in its own ring
+        if (gj >= uint32_t(SK)) mbar_wait(k_empty(sk), ((gj / SK) & 1u) ^ 1u);
+        load_tile(k_s + sk * C::kKVBytes, Kb, a.k_row_stride, n0);
+        cp_async_arrive(k_full(sk));
         if (gj >= uint32_t(S)) mbar_wait(v_empty(st), ph ^ 1u);
         load_tile(v_s + st * C::kKVBytes, Vb, a.v_row_stride, n0);
         cp_async_arrive(v_full(st));
@@ -1575,7 +1636,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
   }
 
   // ---- consumer warpgroups: 64 query rows each ----
-  if constexpr (WgC<D>::HC > 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(WgC<D>::RC));
+  if constexpr (HC > 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(WgC<D>::RC));
   // wg_desc=offset: the index from lane 0, warp-uniform, so Q's descriptors stay in uniform registers
   const int c = kWgDescOffset ? __shfl_sync(0xffffffffu, wg - 1, 0) : wg - 1;
   const int lane = tid & 31, w = (tid >> 5) & 3;
@@ -1591,12 +1652,14 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
   // issue its wgmmas; after issuing it hands the turn to the other one, so one warpgroup's
   // softmax runs while the other's matrix products occupy the tensor cores.
   auto turn_wait = [&]() {
-    if constexpr (kWgPingpong) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory");
+    if constexpr (kWgPingpong && HC > 1) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory");
   };
   auto turn_pass = [&]() {
-    if constexpr (kWgPingpong) asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (c + 1) % WgC<D>::HC) : "memory");
+    // the next consumer's turn (round-robin over three with wg_wide_d64)
+    if constexpr (kWgPingpong && HC > 1)
+      asm volatile("bar.arrive %0, 256;\n" ::"r"(kWgWideD64 ? 1 + (c + 1) % WgC<D>::HC : 2 - c) : "memory");
   };
-  if constexpr (kWgPingpong) {
+  if constexpr (kWgPingpong && HC > 1) {
     if (c == WgC<D>::HC - 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");  // consumer 0 goes first
   }
 
@@ -1623,7 +1686,10 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
 
     const uint32_t q_cur = q_s + uint32_t(tc % C::QS) * C::kQBytes;  // this tile's Q buffer
     // The Q buffer is free once this tile's last S = Q K^T has completed.
-    auto release_q = [&]() { release(q_empty_bar(bars, tc, C::QS, S)); };
+    auto release_q = [&]() {
+      if constexpr (kWgQRing) release(q_empty_bar(bars, tc, C::QS, S));
+      else release(q_empty);  // one buffer (wg_q_stages=1); naming tc here renumbers the PTX
+    };
     mbar_wait(q_full_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS) & 1u);
     fence_async_smem();
     if (nb == 0) release_q();
@@ -1653,11 +1719,19 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
       if constexpr (kHoistQ) return qd[kk];
       else return desc_kmajor<BM>(q_cur, c * 64, kk);
     };
+    // wg_k_wait=before_turn (wg_kv_wait=each): block j's K landed, waited for before the warpgroup's
+    // turn to issue its wgmmas (FA3's order), not inside issue_qk; the turn then holds the two wgmma
+    // chains and V's wait only.
+    auto wait_k = [&](int j) {
+      if constexpr (kWgKBeforeTurn) mbar_wait(k_full(int((gb + uint32_t(j)) % SK)), ((gb + uint32_t(j)) / SK) & 1u);
+    };
     // S = Q K^T of block j, issued (not waited for).
     auto slot = [&](int j) { return int((gb + uint32_t(j)) % S); };
+    auto kslot = [&](int j) { return int((gb + uint32_t(j)) % SK); };  // wg_v_ring=deeper: K's ring
     auto issue_qk = [&](int j) {
-      const int st = int((gb + uint32_t(j)) % S);
-      if (!kWgKvWaitFirst || !kTma || c == 0) mbar_wait(k_full(st), ((gb + uint32_t(j)) / S) & 1u);
+      const int st = int((gb + uint32_t(j)) % SK);
+      if (!kWgKBeforeTurn && (!kWgKvWaitFirst || !kTma || c == 0))
+        mbar_wait(k_full(st), ((gb + uint32_t(j)) / SK) & 1u);
       if constexpr (!kWgKvFenceCpAsync || !kTma) fence_async_smem();
       wg_fence();
 #pragma unroll
@@ -1676,8 +1750,9 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
       for (int kk = 0; kk < KN; ++kk) wgmma_rs<D>(o, pf[kk], desc_mnmajor<BN>(v_s + st * C::kKVBytes, kk));
       wg_commit();
     };
-    // Mask and online softmax of block j in s (in place: s becomes P); alpha rescales O.
-    auto softmax = [&](int j, float (&alpha)[2], bool& any_rescale, auto masked_tag) {
+    // Mask and online softmax of block j in s (in place: s becomes P); alpha rescales O. mid runs
+    // between the two rows (wg_v_release=mid_softmax's wait for the previous P V; else nothing).
+    auto softmax = [&](int j, float (&alpha)[2], bool& any_rescale, auto masked_tag, auto mid) {
       constexpr bool kMasked = decltype(masked_tag)::value;
       if constexpr (kMasked) {
         const int n0 = (b_lo + j) * BN;
@@ -1732,17 +1807,18 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
             rs += pv;
           }
         l_run[h] = l_run[h] * al + rs;
+        if (h == 0) mid();  // wg_v_release=mid_softmax: between the two rows
       }
     };
-    auto softmax_any = [&](int j, float (&alpha)[2], bool& any_rescale) {
+    auto softmax_any = [&](int j, float (&alpha)[2], bool& any_rescale, auto mid) {
       if constexpr (kMaskSplit) {
         if (b_lo + j >= n_full) {
-          softmax(j, alpha, any_rescale, TrueTag{});
+          softmax(j, alpha, any_rescale, TrueTag{}, mid);
         } else {
-          softmax(j, alpha, any_rescale, FalseTag{});
+          softmax(j, alpha, any_rescale, FalseTag{}, mid);
         }
       } else {
-        softmax(j, alpha, any_rescale, TrueTag{});
+        softmax(j, alpha, any_rescale, TrueTag{}, mid);
       }
     };
     auto rescale = [&](const float (&alpha)[2], bool any_rescale) {
@@ -1785,7 +1861,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
           turn_pass();
           if (j < nb) {
             filled(k_full(slot(j)), j);
-            release(k_empty(slot(j)));
+            release(k_empty(kslot(j)));
             if (j == nb - 1) release_q();
           }
           if (j > 0) {
@@ -1798,7 +1874,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
           turn_wait();
           turn_pass();
           filled(k_full(slot(j)), j);
-          release(k_empty(slot(j)));
+          release(k_empty(kslot(j)));
           if (j == nb - 1) release_q();
           turn_wait();
           turn_pass();
@@ -1812,28 +1888,50 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
       if (nb > 0) {
         float alpha[2];
         bool any;
+        wait_k(0);
         turn_wait();
         issue_qk(0);
         turn_pass();
         wg_wait0();
         wg_fence_regs(s);
-        release(k_empty(slot(0)));
+        release(k_empty(kslot(0)));
         if (nb == 1) release_q();
-        softmax_any(0, alpha, any);
+        softmax_any(0, alpha, any, [] {});  // no P V in flight yet
         pack();
         for (int j = 1; j < nb; ++j) {
+          wait_k(j);
           turn_wait();
           issue_qk(j);
           issue_pv(j - 1);
           turn_pass();
           asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
           wg_fence_regs(s);
-          release(k_empty(slot(j)));
+          release(k_empty(kslot(j)));
           if (j == nb - 1) release_q();
-          softmax_any(j, alpha, any);
-          wg_wait0();
-          wg_fence_regs(o);
-          release(v_empty(slot(j - 1)));
+          // wg_v_release: P V of block j - 1 waited for and its V stage released before block j's
+          // softmax (before_softmax), between its two rows (mid_softmax) or after it (after_softmax).
+          // Written out three times: a shared lambda renumbers the PTX's registers.
+          if constexpr (kWgVRelease == 2) {
+            wg_wait0();
+            wg_fence_regs(o);
+            release(v_empty(slot(j - 1)));
+          }
+          softmax_any(j, alpha, any, [&] {
+            if constexpr (kWgVRelease == 1) {
+              wg_fence_regs(s);  // the first row's probabilities first (else the wait moves up)
+              // a probe of V's full barrier (passed already: its next fill waits for this release)
+              // ends ptxas's basic block, which would otherwise hoist the wait above the first row
+              mbar_wait(v_full(slot(j - 1)), ((gb + uint32_t(j - 1)) / S) & 1u);
+              wg_wait0();
+              wg_fence_regs(o);
+              release(v_empty(slot(j - 1)));
+            }
+          });
+          if constexpr (kWgVRelease == 0) {
+            wg_wait0();
+            wg_fence_regs(o);
+            release(v_empty(slot(j - 1)));
+          }
           rescale(alpha, any);
           pack();
         }
@@ -1848,14 +1946,15 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
       for (int j = 0; j < nb; ++j) {
         float alpha[2];
         bool any;
+        wait_k(j);
         turn_wait();
         issue_qk(j);
         turn_pass();
         wg_wait0();
         wg_fence_regs(s);
-        release(k_empty(slot(j)));
+        release(k_empty(kslot(j)));
         if (j == nb - 1) release_q();
-        softmax_any(j, alpha, any);
+        softmax_any(j, alpha, any, [] {});
         rescale(alpha, any);
         pack();
         turn_wait();
@@ -1905,7 +2004,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
     gb += uint32_t(nb);
   }
   // Consumer 0 takes the turn consumer 1 passed last, so no arrival is left on a barrier.
-  if constexpr (kWgPingpong) {
+  if constexpr (kWgPingpong && HC > 1) {
     if (c == 0) asm volatile("bar.sync 1, 256;\n" ::: "memory");
   }
 }
@@ -1965,12 +2064,41 @@ bool sm90_maps(const SocraticAttentionArgs* a, int gp, Sm90Maps* m) {
          encode(&m->v, a->v, 4, kd, vs, kb);
 }
 
-template <int D, bool kTma>
+// wg_p_long_blocks (wg_p_buffers=2): the two-register-set loop only in an instantiation of its own,
+// kLong, that the host picks for a call of at least N key blocks per SM (every tile's blocks over
+// the SMs, as the balanced split rule counts them; one d128 block of 128 x 128 is ~1.6 us of an SM
+// at FA3's rate, so 64 is ~0.1 ms). Every other call, decode's solo instantiation included, runs a
+// one-set kernel (kTwoP is false there, so its loop is the one-set file's). Why: stop 34 measured
+// the second set 2-3% faster on long d128 calls and ~2 us slower on every short one (the larger
+// code; docs/family.md), so one kernel for both lost 0.5% overall.
+// wg_p_long_blocks: whether a call is long enough for the two-register-set instantiation (kLong):
+// its key blocks over every tile, per SM, at least kPLongBlocks. Only head dims with two sets.
+template <int D>
+bool long_call(const SocraticAttentionArgs* a, const Sched& s) {
+  if constexpr (D < 128) {
+    (void)a;
+    (void)s;
+    return false;
+  } else {
+    using C = Sm90Cfg<D>;
+    const int sk = a->seqlen_k, offset = a->seqlen_k - a->seqlen_q;
+    long long sum = 0;  // key blocks over the m blocks of one (head, batch) unit
+    for (int mb = 0; mb < s.m_blocks; ++mb) {  // as sm90_tile counts them
+      const int qi_last = (min((mb + 1) * C::BM, s.mtotal) - 1) / s.gp;
+      int kv_hi = sk;
+      if (kCausalSkip && a->causal) kv_hi = max(0, min(sk, qi_last + offset + 1));
+      sum += (kv_hi + C::BN - 1) / C::BN;
+    }
+    return sum * s.heads_grid * a->batch >= (long long)kPLongBlocks * num_sms();
+  }
+}
+
+template <int D, bool kTma, bool kSolo = false, bool kLong = false>
 int prepare_sm90() {
   static bool done = false;
   static cudaError_t status = cudaSuccess;
   if (!done) {
-    status = cudaFuncSetAttribute(attn_fwd_sm90<D, kTma>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    status = cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo, kLong>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(Sm90Cfg<D>::kSmem));
     done = true;
   }
@@ -2082,7 +2210,7 @@ int launch_any(const SocraticAttentionArgs* a, cudaStream_t stream) {
   if (!tma) return cudaErrorNotSupported;  // a check build: no silent cp.async fallback
 #endif
   if constexpr (WgC<D>::kMapsOnly) {
-    if (!tma) return launch<D>(a, stream);  // no cp.async instantiation at this head_dim
+    if (!tma) return launch<D>(a, stream);  // wg_wide_d64: no cp.async instantiation at this head_dim
   }
   int err = cudaSuccess;
   if constexpr (WgC<D>::kMapsOnly) {
@@ -2107,7 +2235,19 @@ int launch_any(const SocraticAttentionArgs* a, cudaStream_t stream) {
   if (s.tiles <= 0) return cudaSuccess;
   int grid = s.tiles;
   if constexpr (kPersistent) grid = grid < num_sms() ? grid : num_sms();
-  if (tma) {
+  if (kWgSoloDecode && tma && s.mtotal <= 64) {  // wg_solo_decode: every row in the first consumer warpgroup
+    if constexpr (kWgSoloDecode) {
+      const int se = prepare_sm90<D, true, true>();
+      if (se != cudaSuccess) return se;
+      attn_fwd_sm90<D, true, true><<<grid, 256, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);
+    }
+  } else if (kPLongBlocks > 0 && tma && long_call<D>(a, s)) {  // wg_p_long_blocks: P's second register set
+    if constexpr (kPLongBlocks > 0 && D >= 128) {
+      const int le = prepare_sm90<D, true, false, true>();
+      if (le != cudaSuccess) return le;
+      attn_fwd_sm90<D, true, false, true><<<grid, Sm90Cfg<D>::kThreads, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);
+    }
+  } else if (tma) {
     attn_fwd_sm90<D, true><<<grid, Sm90Cfg<D>::kThreads, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);
   } else if constexpr (!WgC<D>::kMapsOnly) {
     attn_fwd_sm90<D, false><<<grid, Sm90Cfg<D>::kThreads, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);
