@@ -319,7 +319,7 @@ def _causal_ratio(rows: Sequence[ScenarioProfile]) -> float | None:
     return statistics.median(pairs) if pairs else None
 
 
-def matrix_rate(cats: Sequence[CategoryProfile], rows: Sequence[ScenarioProfile]) -> float | None:
+def matrix_rate(rows: Sequence[ScenarioProfile]) -> float | None:
     """The matrix rate the shares were taken against (TFLOP/s), read back from any row."""
     for r in rows:
         if r.tflops and r.tensor_pct:
@@ -452,7 +452,7 @@ def findings_for(arch: str, cats: Sequence[CategoryProfile], rows: Sequence[Scen
                 "no SM waits for the last ones", "5-20% on causal calls, most on the longest",
                 ("prefill",), (("scheduling", "grid_order", "heavy_first"), ("masking", "mask_split", "true"))))
     if wgmma:
-        out.extend(_shape_findings(rows, matrix_rate(cats, rows)))
+        out.extend(_shape_findings(rows, matrix_rate(rows)))
     if compute and worst_compute is not None and worst_compute < 100 * FAR_FROM_ROOFLINE and not any(
             f.code in ("no_tensor_cores", "no_wgmma_on_hopper", "loop_below_roofline") for f in out):
         hopper = sass is not None and sass.get("HGMMA", 0) > 0
