@@ -319,14 +319,6 @@ def _causal_ratio(rows: Sequence[ScenarioProfile]) -> float | None:
     return statistics.median(pairs) if pairs else None
 
 
-def matrix_rate(rows: Sequence[ScenarioProfile]) -> float | None:
-    """The matrix rate the shares were taken against (TFLOP/s), read back from any row."""
-    for r in rows:
-        if r.tflops and r.tensor_pct:
-            return r.tflops * 100.0 / r.tensor_pct
-    return None
-
-
 def _shape_findings(rows: Sequence[ScenarioProfile], matrix: float | None) -> list[Finding]:
     """What the prefill shapes say about a Hopper (HGMMA) kernel: where its rate falls off
     (short calls against long ones of the same head dim, the longest calls against the matrix
@@ -378,7 +370,7 @@ def _shape_findings(rows: Sequence[ScenarioProfile], matrix: float | None) -> li
     return out
 
 
-def findings_for(arch: str, cats: Sequence[CategoryProfile], rows: Sequence[ScenarioProfile],
+def findings_for(arch: str, cats: Sequence[CategoryProfile], rows: Sequence[ScenarioProfile], matrix: float | None,
                  sass: Mapping[str, int] | None, kernels: Sequence[Mapping[str, Any]],
                  ncu: Mapping[str, Mapping[str, Any]]) -> list[Finding]:
     """Every situation the profile recognises, most at stake first."""
@@ -452,7 +444,7 @@ def findings_for(arch: str, cats: Sequence[CategoryProfile], rows: Sequence[Scen
                 "no SM waits for the last ones", "5-20% on causal calls, most on the longest",
                 ("prefill",), (("scheduling", "grid_order", "heavy_first"), ("masking", "mask_split", "true"))))
     if wgmma:
-        out.extend(_shape_findings(rows, matrix_rate(rows)))
+        out.extend(_shape_findings(rows, matrix))
     if compute and worst_compute is not None and worst_compute < 100 * FAR_FROM_ROOFLINE and not any(
             f.code in ("no_tensor_cores", "no_wgmma_on_hopper", "loop_below_roofline") for f in out):
         hopper = sass is not None and sass.get("HGMMA", 0) > 0
@@ -507,7 +499,7 @@ def profile_report(report: EvaluationReport, *, ncu: Mapping[str, Mapping[str, A
     mix = dict(sass) if sass is not None else sass_mix(report)
     kernels = kernel_resources(report)
     ncu_parts = {str(k): dict(v) for k, v in (ncu or {}).items()}
-    found = findings_for(arch, cats, rows, mix, kernels, ncu_parts)
+    found = findings_for(arch, cats, rows, matrix, mix, kernels, ncu_parts)
     notes = []
     if mix is None:
         notes.append("no SASS mix in this report (cuobjdump was not found where it was built): the "
