@@ -8,6 +8,7 @@ import itertools
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +51,8 @@ class Device(ABC):
         """time_call, where `fence`: the default streams wait on the start event and the timed
         stream waits on them before the end event (what the call put there is its own time); and
         `idle`: markers on the default streams before the start event tell whether anything was
-        still queued there when the call started. The second function (None where nothing is
-        known) reads what the default streams did, once the device has been synchronized."""
+        still queued there when the call started (either or both). The second function (None where
+        nothing is known) reads what the default streams did, once the device has been synchronized."""
         return self.time_call(fn), None
 
     def check_healthy(self) -> None:  # noqa: B027 (optional hook)
@@ -195,11 +196,13 @@ class CudaDevice(Device):
         def use() -> StreamUse:
             s0 = start.cuda_event
             try:
-                if fence:
-                    return StreamUse(d.elapsed(s0, after[1]), d.elapsed(s0, after[2]),
-                                     d.elapsed(after[0], after[1]), d.elapsed(after[0], after[2]))
-                return StreamUse(legacy_busy_at_start=d.elapsed(s0, marks[0]),
-                                 per_thread_busy_at_start=d.elapsed(s0, marks[1]))
+                fenced = (StreamUse(d.elapsed(s0, after[1]), d.elapsed(s0, after[2]),
+                                    d.elapsed(after[0], after[1]), d.elapsed(after[0], after[2]))
+                          if fence else StreamUse())
+                if idle:
+                    return replace(fenced, legacy_busy_at_start=d.elapsed(s0, marks[0]),
+                                   per_thread_busy_at_start=d.elapsed(s0, marks[1]))
+                return fenced
             finally:
                 for ev in (*marks, *after):
                     d.destroy(ev)

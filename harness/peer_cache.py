@@ -35,7 +35,9 @@ from harness.settings import EvalSettings
 # behind a device hold; FA3 joined the peers.
 # 3: a peer that builds a plan per layout (cuDNN) runs every input set in one layout, contiguous
 # copies of interleaved K and V (Problem.peer_layout).
-FORMAT = 3
+# 4: with the harness's hardening on, every timed call (the peers' too) has the default streams
+# fenced into it, as the candidate's has (harness/timing.py: stream_guards); the key names hardening.
+FORMAT = 4
 # Device facts that change what a peer does or how fast it does it.
 DEVICE_KEYS = ("name", "capability", "sm_count", "torch", "cuda", "cudnn", "driver")
 
@@ -58,6 +60,7 @@ def _key(device: dict[str, Any], scenario: Scenario, settings: EvalSettings,
         "trials": settings.trials,
         "seed": settings.seed,
         "timing": asdict(settings.timing),
+        "hardening": settings.hardening,  # the default-stream fence is in every timed call's time
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
@@ -142,7 +145,8 @@ class PeerCache:
 
 # 1: the baseline timed interleaved with the candidate and the peers on fresh inputs behind a
 # device hold (harness/timing.py), the median of its calls.
-BASELINE_FORMAT = 1
+# 2: fenced like every timed call when the hardening is on (FORMAT 4).
+BASELINE_FORMAT = 2
 
 
 def library_digest(path: Path) -> str:

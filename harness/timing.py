@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -24,6 +24,15 @@ if TYPE_CHECKING:  # torch stays unimported for the CLI's parser (the default bu
 # through the driver: a few microseconds), added to the call's lead so that the device hold still
 # covers the whole enqueue and no host latency is timed.
 FENCE_LEAD_MS = 0.01
+
+
+def stream_guards(names: Iterable[str], candidate: str = "candidate") -> tuple[frozenset[str], frozenset[str]]:
+    """Which timed calls get the default-stream fence and which the idle check (issue 47, classes 3
+    and 5): every call is fenced, so the fence's own cost is in each implementation's time and the
+    ratios between them stay symmetric; every call but the candidate's also starts with the default
+    streams checked idle (only the candidate puts work there). Returns (fenced, idle_before)."""
+    names = frozenset(names)
+    return names, names - {candidate}
 
 
 @dataclass(frozen=True)

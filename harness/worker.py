@@ -72,7 +72,7 @@ from harness.sandbox import Sandbox
 from harness.scenario import Scenario
 from harness.settings import EvalSettings
 from harness.stats import median
-from harness.timing import Busy, time_interleaved
+from harness.timing import Busy, stream_guards, time_interleaved
 
 # CUDA errors after which the context is unusable: the process must end.
 STICKY_CUDA_ERRORS = frozenset({700, 702, 714, 715, 716, 717, 718, 719, 999})
@@ -598,15 +598,15 @@ class ScenarioEvaluator:
         # On the CPU backend the device timer is the wall clock: a cross-check would only
         # measure the noise of a loaded machine.
         cross_check = frozenset({"candidate"}) if self.settings.device == "cuda" else frozenset()
-        # The default streams are the candidate's time: fenced into its calls; the baseline's and
-        # the peers' calls start with them idle (issue 47, classes 3 and 5).
+        # The default streams are each call's own time, the fence's cost in every implementation's
+        # (harness/timing.py: stream_guards).
         guarded = self.settings.device == "cuda" and self.settings.hardening
+        fenced, idle_before = stream_guards(launches) if guarded else (frozenset(), frozenset())
         timed = time_interleaved(
             self.device, launches, n_sets, self.settings.timing, before, cross_check,
             meanwhile=self._prepare_upcoming_peers,
             after={"candidate": keep_output} if hardened else None,
-            fenced=frozenset({"candidate"}) if guarded else frozenset(),
-            idle_before=frozenset(n for n in launches if n != "candidate") if guarded else frozenset(),
+            fenced=fenced, idle_before=idle_before,
         )
         if guarded:
             why = default_stream_reason(timed["candidate"].streams)

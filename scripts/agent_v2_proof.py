@@ -140,8 +140,9 @@ class Server:
 
 
 def run_arm(arm: str, args: argparse.Namespace, out: Path, gpu: str | None = None) -> dict[str, Any]:
-    """One session of `arm` through the HTTP API until its evaluation budget, its deadline, or an
-    agent with nothing left to measure; returns what the table needs, and the trace's path."""
+    """One session of `arm` through the HTTP API of its own server until its evaluation budget, its
+    deadline, or an agent with nothing left to measure; returns what the table needs, and the
+    trace's path."""
     spec = ARMS[arm]
     data_dir = out / arm / "data"
     existing = (data_dir / "socratic.db").exists()
@@ -153,42 +154,94 @@ def run_arm(arm: str, args: argparse.Namespace, out: Path, gpu: str | None = Non
     server = Server(data_dir, args.cpu_standin, gpu)
     t0 = time.monotonic()
     try:
-        http = server.http
-        title = f"agent v2 proof: {arm} (seed {args.seed})"
-        earlier = [s for s in http.get("/api/sessions").json() if s["title"] == title] if existing else []
-        if earlier:  # a run a deadline (the end of a device call) interrupted: resumed where it stopped
-            sid = earlier[0]["id"]
-            if earlier[0]["status"] in ("interrupted", "paused", "created"):
-                http.post(f"/api/sessions/{sid}/resume" if earlier[0]["status"] != "created"
-                          else f"/api/sessions/{sid}/start", json={"author": "proof"})
-        else:
-            body = {"title": title, "agent": "offline",
-                    "agent_config": {"seed": args.seed, "strategy": spec["strategy"], "start": "first-port",
-                                     **({"lessons": bool(spec.get("lessons_from"))}
-                                        if spec["strategy"] == "measured" else {})},
-                    "suite_filter": arm_filter(arm, args), "start": False,
-                    "thresholds": {"plateau_window": args.plateau_window, "suspicious_jump": 50.0}}
-            r = http.post("/api/sessions", json=body)
-            r.raise_for_status()
-            sid = r.json()["id"]
-            if spec["auto_ask"]:
-                http.put(f"/api/sessions/{sid}/auto-ask",
-                         json={"mode": "at_once", "max_in_a_row": 20}).raise_for_status()
-            http.post(f"/api/sessions/{sid}/start").raise_for_status()
-        why = drive(http, sid, spec["auto_ask"], args, t0, budget(arm, args))
-        if not why.startswith("deadline"):  # at a deadline the session is left to be resumed (--resume)
-            http.post(f"/api/sessions/{sid}/stop", json={"author": "proof"})
-        state = http.get(f"/api/sessions/{sid}").json()
-        cands = http.get(f"/api/sessions/{sid}/candidates").json()
-        leader = state.get("leader_number")
-        source = http.get(f"/api/sessions/{sid}/candidates/{leader}").json()["source"] if leader else ""
-        profile = http.get(f"/api/sessions/{sid}/candidates/{leader}/profile").json() if leader else {}
-        notes = [http.get(f"/api/sessions/{sid}/candidates/{c['number']}").json().get("notes", "") for c in cands]
+        sid = open_session(server.http, arm, args, existing)
+        why = drive(server.http, sid, spec["auto_ask"], args, t0, budget(arm, args))
+        seen = conclude(server.http, sid, why)
     finally:
         server.close()
+    return record(arm, args, out, data_dir, sid, why, seen, time.monotonic() - t0, taught)
+
+
+def run_together(arms: list[str], args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
+    """Every arm a session of one server at the same time (`--together`): the server's device
+    queue times one candidate at a time on this GPU, and one arm's nvcc runs while another's
+    candidate is timed (app/engine/pipeline.py compiles before the queue). Each arm keeps its own
+    evaluation budget; the deadline is the call's."""
+    if any(ARMS[a].get("lessons_from") for a in arms):
+        raise SystemExit("--together shares one database: arms given lessons need their own (run them alone)")
+    data_dir = out / "together" / "data"
+    existing = (data_dir / "socratic.db").exists()
+    if existing and not args.resume:
+        raise SystemExit(f"{data_dir} holds an earlier run: pass --resume to go on with it, or another --out")
+    server = Server(data_dir, args.cpu_standin)
+    t0 = time.monotonic()
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(arm: str) -> tuple[int, str, dict[str, Any]]:
+        with httpx.Client(base_url=server.base, timeout=60) as http:
+            sid = open_session(http, arm, args, existing)
+            why = drive(http, sid, ARMS[arm]["auto_ask"], args, t0, budget(arm, args))
+            return sid, why, conclude(http, sid, why)
+
+    try:
+        with ThreadPoolExecutor(len(arms)) as pool:
+            done = list(pool.map(one, arms))
+    finally:
+        server.close()
+    return [record(arm, args, out, data_dir, sid, why, seen, time.monotonic() - t0, 0)
+            for arm, (sid, why, seen) in zip(arms, done, strict=True)]
+
+
+def open_session(http: httpx.Client, arm: str, args: argparse.Namespace, existing: bool) -> int:
+    """The arm's session, created and started, or the one a deadline interrupted, resumed."""
+    spec = ARMS[arm]
+    title = f"agent v2 proof: {arm} (seed {args.seed})"
+    earlier = [s for s in http.get("/api/sessions").json() if s["title"] == title] if existing else []
+    if earlier:  # a run a deadline (the end of a device call) interrupted: resumed where it stopped
+        sid = int(earlier[0]["id"])
+        if earlier[0]["status"] in ("interrupted", "paused", "created"):
+            http.post(f"/api/sessions/{sid}/resume" if earlier[0]["status"] != "created"
+                      else f"/api/sessions/{sid}/start", json={"author": "proof"})
+        return sid
+    body = {"title": title, "agent": "offline",
+            "agent_config": {"seed": args.seed, "strategy": spec["strategy"], "start": "first-port",
+                             **({"lessons": bool(spec.get("lessons_from"))}
+                                if spec["strategy"] == "measured" else {})},
+            "suite_filter": arm_filter(arm, args), "start": False,
+            "thresholds": {"plateau_window": args.plateau_window, "suspicious_jump": 50.0}}
+    r = http.post("/api/sessions", json=body)
+    r.raise_for_status()
+    sid = int(r.json()["id"])
+    if spec["auto_ask"]:
+        http.put(f"/api/sessions/{sid}/auto-ask", json={"mode": "at_once", "max_in_a_row": 20}).raise_for_status()
+    http.post(f"/api/sessions/{sid}/start").raise_for_status()
+    return sid
+
+
+def conclude(http: httpx.Client, sid: int, why: str) -> dict[str, Any]:
+    """Stop the session (unless a deadline cut it: then it is left to be resumed, --resume) and
+    read what the table needs: its state, candidates, the leader's source and profile, the notes."""
+    if not why.startswith("deadline"):
+        http.post(f"/api/sessions/{sid}/stop", json={"author": "proof"})
+    state = http.get(f"/api/sessions/{sid}").json()
+    cands = http.get(f"/api/sessions/{sid}/candidates").json()
+    leader = state.get("leader_number")
+    return {"state": state, "candidates": cands,
+            "source": http.get(f"/api/sessions/{sid}/candidates/{leader}").json()["source"] if leader else "",
+            "profile": http.get(f"/api/sessions/{sid}/candidates/{leader}/profile").json() if leader else {},
+            "notes": [http.get(f"/api/sessions/{sid}/candidates/{c['number']}").json().get("notes", "")
+                      for c in cands]}
+
+
+def record(arm: str, args: argparse.Namespace, out: Path, data_dir: Path, sid: int, why: str,
+           seen: dict[str, Any], seconds: float, taught: int) -> dict[str, Any]:
+    """The arm's leader source, its trace exported from the (stopped) server's database, and its
+    result.json."""
+    spec, state, cands = ARMS[arm], seen["state"], seen["candidates"]
+    leader, profile = state.get("leader_number"), seen["profile"]
     (out / arm).mkdir(parents=True, exist_ok=True)
     leader_path = out / arm / "leader.cu"
-    leader_path.write_text(source)
+    leader_path.write_text(seen["source"])
     trace = export_trace(sid, data_dir, Path(args.traces), arm, args.cpu_standin)
     history = [(c["number"], c.get("speedup")) for c in cands if c.get("verdict") == "leader"]
     result = {"arm": arm, "strategy": spec["strategy"], "auto_ask": spec["auto_ask"], "session": sid,
@@ -196,8 +249,8 @@ def run_arm(arm: str, args: argparse.Namespace, out: Path, gpu: str | None = Non
               "leader": leader, "leader_speedup": state.get("leader_speedup"), "leaders": history,
               "evaluations_to_leader": leader, "leader_source": str(leader_path),
               "diagnosis": profile.get("diagnosis", ""), "findings": [f["code"] for f in profile.get("findings", [])],
-              "trace": str(trace), "seconds": round(time.monotonic() - t0, 1), "filter": arm_filter(arm, args),
-              "lessons_given": taught, "lesson_moves": sum("lesson #" in n for n in notes),
+              "trace": str(trace), "seconds": round(seconds, 1), "filter": arm_filter(arm, args),
+              "lessons_given": taught, "lesson_moves": sum("lesson #" in n for n in seen["notes"]),
               "speedups": [c.get("speedup") for c in cands]}
     (out / arm / "result.json").write_text(json.dumps(result, indent=1))
     print(f"[{arm}] {result['evaluations']} evaluations, leader #{leader} {result['leader_speedup'] or 0:.2f}x "
@@ -411,6 +464,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="go on with an arm a deadline stopped (its data dir under --out is kept between calls)")
     p.add_argument("--gpus", help="run the arms at once, one per GPU of this host (CUDA_VISIBLE_DEVICES of each "
                                   "arm's server), e.g. 0,1,2; default: one arm after the other on this GPU")
+    p.add_argument("--together", action="store_true",
+                   help="the arms as sessions of one server at the same time, sharing this GPU through its "
+                        "device queue (one arm compiles while another is timed)")
     p.add_argument("--final", action="store_true", help="only the side-by-side evaluation of the saved leaders")
     p.add_argument("--no-final", action="store_true", help="run the arms, skip the side-by-side evaluation")
     p.add_argument("--also", action="append", default=[], metavar="LABEL=KERNEL.cu",
@@ -431,7 +487,11 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.final:
         gpus = [g for g in (args.gpus or "").split(",") if g]
-        if gpus:  # one arm per GPU of this host, at the same time (each server sees only its GPU)
+        if args.together:
+            if gpus:
+                p.error("--together shares this one GPU; --gpus gives each arm its own")
+            run_together(arms, args, args.out)
+        elif gpus:  # one arm per GPU of this host, at the same time (each server sees only its GPU)
             if len(gpus) < len(arms):
                 p.error(f"--gpus names {len(gpus)} GPU(s) for {len(arms)} arms")
             from concurrent.futures import ThreadPoolExecutor

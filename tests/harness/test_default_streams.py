@@ -1,6 +1,7 @@
-"""The default streams are the candidate's time (issue 47, classes 3 and 5): the timing loop fences
-the legacy and per-thread default streams into the candidate's timed calls and checks them idle at
-the start of every baseline and peer call; the worker fails a candidate whose default-stream work
+"""The default streams are each call's own time (issue 47, classes 3 and 5): the timing loop fences
+the legacy and per-thread default streams into every timed call (the fence's cost is in every
+implementation's time, so the ratios stay symmetric) and checks them idle at the start of every
+baseline and peer call; the worker fails a candidate whose default-stream work
 outlives its calls, or is still running when the harness times something else, and keeps each timed
 output the moment its call ends. The GPU's events are stood in for by recorded values."""
 
@@ -11,7 +12,7 @@ from collections.abc import Callable
 from harness.activity import StreamUse
 from harness.device import CpuDevice
 from harness.integrity import default_stream_reason, sabotage_reason
-from harness.timing import FENCE_LEAD_MS, TimingSettings, lead_ms, time_interleaved
+from harness.timing import FENCE_LEAD_MS, TimingSettings, lead_ms, stream_guards, time_interleaved
 
 SETTINGS = TimingSettings(budget_ms=5.0, min_reps=4, min_reps_slow=4, max_reps=4, wall_reps=1,
                           max_lead_ms=100.0)
@@ -94,3 +95,30 @@ def test_a_peer_started_while_candidate_work_still_ran_on_a_default_stream_is_sa
     why = sabotage_reason("cudnn", busy)
     assert why is not None and why.startswith("sabotage: ") and "cudnn" in why
     assert sabotage_reason("cudnn", [StreamUse(legacy_busy_at_start=-0.2, per_thread_busy_at_start=-0.2)] * 6) is None
+
+
+def test_every_call_is_fenced_and_every_call_but_the_candidates_checked_idle() -> None:
+    """The fence costs each call the same few microseconds: were it in the candidate's calls only,
+    every ratio to a peer would read low (on an H100, x FA3 0.964 for a kernel at 1.00)."""
+    fenced, idle = stream_guards(["candidate", "baseline", "fa3", "cudnn"])
+    assert fenced == {"candidate", "baseline", "fa3", "cudnn"}
+    assert idle == {"baseline", "fa3", "cudnn"}
+    dev = GuardedDevice(StreamUse())
+    time_interleaved(dev, {"candidate": lambda i: None, "fa3": lambda i: None}, 2, SETTINGS,
+                     cross_check=frozenset(), fenced=fenced & {"candidate", "fa3"},
+                     idle_before=idle & {"candidate", "fa3"})
+    starts = [x for x in dev.log if x.startswith("start")]
+    assert set(starts) == {"start fence=True idle=False", "start fence=True idle=True"}
+    assert starts.count("start fence=True idle=True") == starts.count("start fence=True idle=False")
+
+
+def test_work_on_a_default_stream_during_a_peers_fenced_call_is_sabotage() -> None:
+    """The peers and the baseline run on the harness stream: default-stream work their fence finds
+    during their calls was queued by the candidate (a thread, a callback) and is timed as theirs."""
+    during = [StreamUse(legacy_after_start=0.02, per_thread_after_start=0.5, legacy_after_call=-0.3,
+                        per_thread_after_call=0.2, legacy_busy_at_start=-0.1, per_thread_busy_at_start=-0.1)] * 6
+    why = sabotage_reason("fa3", during)
+    assert why is not None and "per-thread default stream" in why and "timed calls of fa3" in why
+    honest = StreamUse(legacy_after_start=0.021, per_thread_after_start=0.02, legacy_after_call=-0.4,
+                       per_thread_after_call=-0.4, legacy_busy_at_start=-0.1, per_thread_busy_at_start=-0.1)
+    assert sabotage_reason("fa3", [honest] * 6) is None

@@ -36,3 +36,29 @@ def test_the_proof_runs_every_arm_through_the_http_api_and_prints_the_table(tmp_
         trace = (tmp_path / "traces" / f"cpu-standin-{arm}.jsonl.xz").read_bytes()
         lines = lzma.decompress(trace).decode().splitlines()
         assert json.loads(lines[0])["type"] and any('"session_created"' in line for line in lines)
+
+
+def test_together_runs_the_arms_as_sessions_of_one_server_at_once(tmp_path: Path) -> None:
+    """`--together`: one server, one database, every arm its own session driven at the same time
+    (they share the one GPU through the server's device queue), each to its own budget."""
+    out = subprocess.run(
+        [sys.executable, "scripts/agent_v2_proof.py", "--cpu-standin", "--together", "--no-final",
+         "--out", str(tmp_path / "out"), "--traces", str(tmp_path / "traces"), "--evaluations", "4",
+         "--poll-s", "0.2", "--arms", "autonomous,greedy"],
+        cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    results = {arm: json.loads((tmp_path / "out" / arm / "result.json").read_text())
+               for arm in ("autonomous", "greedy")}
+    assert {r["session"] for r in results.values()} == {1, 2}  # two sessions of the one database
+    assert all(r["evaluations"] >= 4 and r["stopped_because"] == "budget of 4 evaluations" for r in results.values())
+    assert (tmp_path / "out" / "together" / "data" / "socratic.db").is_file()
+    assert not (tmp_path / "out" / "autonomous" / "data").exists()
+    for arm, r in results.items():  # each trace is its own session's
+        trace = (tmp_path / "traces" / f"cpu-standin-{arm}.jsonl.xz").read_bytes()
+        lines = lzma.decompress(trace).decode().splitlines()
+        session = json.loads(lines[1])
+        assert session["id"] == r["session"] and session["agent_config"]["strategy"] == r["strategy"]
+    again = subprocess.run(
+        [sys.executable, "scripts/agent_v2_proof.py", "--cpu-standin", "--together", "--no-final",
+         "--out", str(tmp_path / "out"), "--arms", "autonomous"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert again.returncode != 0 and "pass --resume" in again.stdout + again.stderr
