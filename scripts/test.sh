@@ -46,7 +46,8 @@ workers=${SOCRATIC_TEST_WORKERS:-2}
 if [ "$workers" = 0 ]; then
   .venv/bin/python -m pytest -q "$@"
 else
-  .venv/bin/python -m pytest -q -n "$workers" --dist loadfile -m "not serial" "$@"
+  # --no-loadscope-reorder: the files in tests/conftest.py's order, the longest first.
+  .venv/bin/python -m pytest -q -n "$workers" --dist loadfile --no-loadscope-reorder -m "not serial" "$@"
   status=0
   .venv/bin/python -m pytest -q -m serial "$@" || status=$?
   # 5: no serial test among those the arguments chose
