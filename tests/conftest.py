@@ -128,6 +128,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: place[item.nodeid.split("::", 1)[0]])  # stable: a file keeps its order
 
 
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    """The `serial` tests that `-m "not serial"` left out, written to the file named by
+    SOCRATIC_SERIAL_TESTS (one node id a line): scripts/test.sh then runs exactly those, alone,
+    without collecting the whole suite a second time (14 s of the CI machine's time)."""
+    path = os.environ.get("SOCRATIC_SERIAL_TESTS")
+    serial = [item.nodeid for item in items if item.get_closest_marker("serial") is not None]
+    if not path or not serial:
+        return
+    # Each xdist worker deselects the same tests: each writes the whole list, and the last rename wins.
+    part = Path(f"{path}.{os.getpid()}")
+    part.write_text("".join(f"{nodeid}\n" for nodeid in serial))
+    os.replace(part, path)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Each test session gets its own compile cache unless one is set explicitly."""
