@@ -130,6 +130,7 @@ _LAUNCH_RE = re.compile(r"<<<(.*?)>>>")
 _CALL_RES = [
     (re.compile(r"(?<![\w$.>:])(?:::)?(" + pat + r")(?![\w$])(\s*\()?"), why) for pat, why in BANNED_CALLS
 ]
+_CALL_NAMES = [re.compile(pat) for pat, _why in BANNED_CALLS]
 _INCLUDE_RE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
 # Any inclusion directive, literal or computed (`#include MACRO`), and GCC's #import/#include_next.
 _ANY_INCLUDE_RE = re.compile(r"^\s*#\s*(include_next|include|import)(?![\w$])(.*)")
@@ -169,6 +170,14 @@ def strip_comments_and_strings(text: str, *, strings: bool = True) -> str:
     out: list[str] = []
     i, n = 0, len(text)
     while i < n:
+        # Everything up to the next `/`, `"` or `'` is kept as it is, in one piece.
+        special = _COMMENT_OR_QUOTE_RE.search(text, i)
+        if special is None:
+            out.append(text[i:])
+            break
+        if special.start() > i:
+            out.append(text[i:special.start()])
+            i = special.start()
         c = text[i]
         nxt = text[i + 1] if i + 1 < n else ""
         if c == "/" and nxt == "/":
@@ -179,7 +188,7 @@ def strip_comments_and_strings(text: str, *, strings: bool = True) -> str:
         elif c == "/" and nxt == "*":
             j = text.find("*/", i + 2)
             j = n if j < 0 else j + 2
-            out.append("".join("\n" if ch == "\n" else " " for ch in text[i:j]))
+            out.append(_NOT_NEWLINE_RE.sub(" ", text[i:j]))
             i = j
         elif c in "\"'":
             j = i + 1
@@ -197,6 +206,10 @@ def strip_comments_and_strings(text: str, *, strings: bool = True) -> str:
     return "".join(out)
 
 
+_COMMENT_OR_QUOTE_RE = re.compile(r"[/\"']")
+_NOT_NEWLINE_RE = re.compile(r"[^\n]")
+
+
 def _directive(line: str) -> str:
     """A preprocessor line as the compiler reads it: `%:` is `#`."""
     stripped = line.lstrip()
@@ -206,9 +219,10 @@ def _directive(line: str) -> str:
 def check_source(text: str) -> list[Finding]:
     findings: list[Finding] = []
     spliced = splice_lines(text)
+    with_strings = strip_comments_and_strings(spliced, strings=False)
     # Headers are read as the preprocessor reads them: continued lines joined, comments blanked
     # (`# /**/ include`), digraphs (`%:include`) normalised.
-    for no, raw in enumerate(strip_comments_and_strings(spliced, strings=False).splitlines(), 1):
+    for no, raw in enumerate(with_strings.splitlines(), 1):
         line = _directive(raw)
         any_include = _ANY_INCLUDE_RE.match(line)
         if not any_include:
@@ -232,7 +246,11 @@ def check_source(text: str) -> list[Finding]:
                 f"includes {header}: only CUDA toolkit headers and the contract header are allowed",
             ))
     code = strip_comments_and_strings(spliced)
-    with_strings = strip_comments_and_strings(spliced, strings=False)
+    # Only the rules that match somewhere in the whole text can match one of its lines (a line's
+    # edges read as the newline around it does): the others are not tried line by line. The bare
+    # name, searched first, is found wherever the rule is (and fast: a literal start).
+    calls = [(regex, why) for (regex, why), name in zip(_CALL_RES, _CALL_NAMES, strict=True)
+             if name.search(code) and regex.search(code)]
     for no, line in enumerate(with_strings.splitlines(), 1):
         for m in _HARNESS_MARK_RE.finditer(line):
             findings.append(Finding(no, "harness-mark", f"names {' '.join(m.group(1).split())}: "
@@ -242,7 +260,7 @@ def check_source(text: str) -> list[Finding]:
         if directive and _ANY_INCLUDE_RE.match(_directive(line)):
             continue
         seen: set[int] = set()
-        for regex, why in _CALL_RES:
+        for regex, why in calls:
             for m in regex.finditer(line):
                 seen.add(m.start(1))
                 verb = "calls" if m.group(2) else "names"

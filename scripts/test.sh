@@ -46,9 +46,18 @@ workers=${SOCRATIC_TEST_WORKERS:-2}
 if [ "$workers" = 0 ]; then
   .venv/bin/python -m pytest -q "$@"
 else
-  .venv/bin/python -m pytest -q -n "$workers" --dist loadfile -m "not serial" "$@"
-  status=0
-  .venv/bin/python -m pytest -q -m serial "$@" || status=$?
-  # 5: no serial test among those the arguments chose
-  if [ "$status" != 0 ] && [ "$status" != 5 ]; then exit "$status"; fi
+  # --no-loadscope-reorder: the files in tests/conftest.py's order, the longest first.
+  # The parallel pass writes the serial tests it left out (tests/conftest.py, pytest_deselected)
+  # to a file; the serial pass runs those node ids, so it does not collect the whole suite again.
+  serial_list=$(mktemp)
+  SOCRATIC_SERIAL_TESTS="$serial_list" \
+    .venv/bin/python -m pytest -q -n "$workers" --dist loadfile --no-loadscope-reorder -m "not serial" "$@"
+  mapfile -t serial_tests < "$serial_list"
+  rm -f "$serial_list"
+  # none listed: no serial test among those the arguments chose (5: none collected, likewise)
+  if [ "${#serial_tests[@]}" -gt 0 ]; then
+    status=0
+    .venv/bin/python -m pytest -q -m serial "${serial_tests[@]}" "$@" || status=$?
+    if [ "$status" != 0 ] && [ "$status" != 5 ]; then exit "$status"; fi
+  fi
 fi

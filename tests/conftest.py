@@ -87,11 +87,59 @@ def database_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyP
         yield backend
 
 
+# The files that take longest on the CI machine (2 cores, two xdist workers), longest first, with
+# their seconds in the two-worker run of 2026-12-07 (docs/lab/2026-12-07-ci-time.md). They run
+# first, then every other file, most tests first: with `--dist loadfile` a worker takes the next
+# file when it is nearly done, so one of these left to the end kept the other core idle while it
+# finished. scripts/test.sh passes --no-loadscope-reorder so that xdist keeps this order.
+LONGEST_FILES = (
+    "tests/kernels/test_family_decode.py",  # 408 s: nvcc compiles of the leader's variants
+    "tests/kernels/test_family_gallery.py",  # 317 s: a sample of the space compiled
+    "tests/app/engine/agents/test_mcp_agent.py",  # 30 s (322 s where its client waited past the timeout)
+    "tests/harness/test_executor.py",  # 201 s
+    "tests/harness/test_compile.py",  # 129 s
+    "tests/harness/test_cluster.py",  # 118 s
+    "tests/kernels/test_family_scheduling.py",  # 77 s
+    "tests/app/faces/test_weak_spots.py",  # 63 s
+    "tests/app/faces/test_pages_browser.py",  # 61 s
+    "tests/question_bank/test_bank_server.py",  # 57 s
+    "tests/app/domain/campaigns/test_experiment_script.py",  # 53 s
+)
+
+
+def _file_order(items: list[pytest.Item]) -> dict[str, int]:
+    """Each file's place: LONGEST_FILES in their order, then the rest by their count of tests
+    (more first, as xdist's own reordering does), then by where they were collected."""
+    counts: dict[str, int] = {}
+    for item in items:
+        name = item.nodeid.split("::", 1)[0]
+        counts[name] = counts.get(name, 0) + 1
+    first = {name: rank for rank, name in enumerate(LONGEST_FILES)}
+    ordered = sorted(counts, key=lambda name: (first.get(name, len(first)), -counts[name]))
+    return {name: place for place, name in enumerate(ordered)}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU with CUDA")
     for item in items:
         if "gpu" in item.keywords and not HAS_GPU:
             item.add_marker(skip_gpu)
+    place = _file_order(items)
+    items.sort(key=lambda item: place[item.nodeid.split("::", 1)[0]])  # stable: a file keeps its order
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    """The `serial` tests that `-m "not serial"` left out, written to the file named by
+    SOCRATIC_SERIAL_TESTS (one node id a line): scripts/test.sh then runs exactly those, alone,
+    without collecting the whole suite a second time (14 s of the CI machine's time)."""
+    path = os.environ.get("SOCRATIC_SERIAL_TESTS")
+    serial = [item.nodeid for item in items if item.get_closest_marker("serial") is not None]
+    if not path or not serial:
+        return
+    # Each xdist worker deselects the same tests: each writes the whole list, and the last rename wins.
+    part = Path(f"{path}.{os.getpid()}")
+    part.write_text("".join(f"{nodeid}\n" for nodeid in serial))
+    os.replace(part, path)
 
 
 @pytest.fixture(autouse=True)
