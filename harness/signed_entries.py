@@ -34,19 +34,48 @@ def signing_key() -> bytes:
     return _KEY
 
 
-def _read_or_make(path: Path) -> bytes:
+KEY_BYTES = 32
+
+
+def _read_key(path: Path) -> bytes | None:
+    """The key in `path`, None where there is no file; a file that holds no key is an error to
+    report (a process never sees a half-written key: _read_or_make links a whole file in place)."""
     try:
-        return bytes.fromhex(path.read_text().strip())
-    except (OSError, ValueError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        key = secrets.token_bytes(32)
+        text = path.read_text().strip()
+    except FileNotFoundError:
+        return None
+    try:
+        key = bytes.fromhex(text)
+    except ValueError:
+        key = b""
+    if len(key) != KEY_BYTES:
+        raise ValueError(f"the cache's signing key {path} does not hold a {KEY_BYTES}-byte key: delete it (the "
+                         "signed entries of this cache folder are then timed again)")
+    return key
+
+
+def _read_or_make(path: Path) -> bytes:
+    key = _read_key(path)
+    if key is not None:
+        return key
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_bytes(KEY_BYTES)
+    # Written whole under a name of this process's own, then linked in place: a process that
+    # reads the key file finds all of it or none (it would take an empty file for an empty key).
+    draft = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(key.hex())
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(key.hex())
-            return key
-        except FileExistsError:  # another process made it meanwhile
-            return bytes.fromhex(path.read_text().strip())
+            os.link(draft, path)
+        except FileExistsError:  # another process made it meanwhile: its key is the folder's
+            made = _read_key(path)
+            assert made is not None
+            return made
+        return key
+    finally:
+        draft.unlink(missing_ok=True)
 
 
 def _mac(entry: dict[str, Any], key: bytes) -> str:

@@ -389,7 +389,7 @@ _SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "a": "\a", "b": "
 def _decode(literal: str) -> str:
     def one(m: re.Match[str]) -> str:
         e = m.group(1)
-        if e[0] == "x":
+        if e[0] == "x" and len(e) > 1:  # a bare \x (no hex digit) is nvcc's error to report
             return chr(int(e[1:], 16) % 0x110000)
         if e[0] in "01234567":
             return chr(int(e, 8))

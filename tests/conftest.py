@@ -88,7 +88,7 @@ def database_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyP
 
 
 # The files that take longest on the CI machine (2 cores, two xdist workers), longest first, with
-# their seconds in the two-worker run of 2026-12-07 (docs/lab/2026-12-07-ci-time.md). They run
+# their seconds in the two-worker run of 2026-12-06 (docs/lab/2026-12-06-ci-time.md). They run
 # first, then every other file, most tests first: with `--dist loadfile` a worker takes the next
 # file when it is nearly done, so one of these left to the end kept the other core idle while it
 # finished. scripts/test.sh passes --no-loadscope-reorder so that xdist keeps this order.

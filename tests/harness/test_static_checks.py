@@ -209,6 +209,13 @@ def test_every_raw_data_directive_of_the_issue_is_refused(directive: str) -> Non
     assert [f for f in check_source(text) if f.rule == "raw-opcode"], directive
 
 
+def test_a_bare_hex_escape_is_left_to_nvcc_and_a_real_one_still_decoded() -> None:
+    """`\\x` with no hex digit once raised ValueError inside the checks (a candidate crashed the
+    harness's reader instead of getting nvcc's message)."""
+    assert [f for f in check_source('void f() { asm("nop \\x;"); }\n') if f.blocking] == []
+    assert [f for f in check_source('void f() { asm("\\x2e" "byte 1"); }\n') if f.rule == "raw-opcode"]
+
+
 def test_device_ptx_with_dotted_instructions_is_not_a_raw_opcode() -> None:
     text = ('__device__ void f(float x, unsigned a) {\n'
             '  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0}, {%0};" : "+f"(x));\n'

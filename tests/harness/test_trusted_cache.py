@@ -6,6 +6,7 @@ for a GPU."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,27 @@ def test_a_process_whose_cache_folder_changes_signs_with_the_new_folders_key(
     assert signed_entries.key_path().read_text().strip() == second.hex()
     monkeypatch.setenv("SOCRATIC_CACHE_DIR", str(tmp_path / "a"))
     assert signed_entries.signing_key() == first
+
+
+def test_processes_making_the_key_at_once_all_read_one_whole_key(tmp_path: Path) -> None:
+    """Two workers of the test suite, or an executor and a script, may make the key at once: each
+    must read the one key that won, never a file caught half-written (an empty file read as an
+    empty key would sign with b"")."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from harness import signed_entries as s; sys.stdout.write(s.signing_key().hex())")
+    env = {**os.environ, "SOCRATIC_CACHE_DIR": str(tmp_path / "cache")}
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+             for _ in range(8)]
+    keys = {p.communicate(timeout=120)[0] for p in procs}
+    assert len(keys) == 1 and len(bytes.fromhex(keys.pop())) == signed_entries.KEY_BYTES
+    assert [f.name for f in (tmp_path / "cache" / "keys").iterdir()] == ["cache.key"]  # no draft left
+
+
+def test_a_key_file_that_holds_no_key_is_reported_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SOCRATIC_CACHE_DIR", str(tmp_path))
+    signed_entries.key_path().parent.mkdir(parents=True)
+    signed_entries.key_path().write_text("")
+    with pytest.raises(ValueError, match="does not hold a 32-byte key: delete it"):
+        signed_entries.signing_key()
