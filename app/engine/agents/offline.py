@@ -507,10 +507,12 @@ class OfflineAgent(Agent):
     def _finding_moves(self) -> list[tuple[Knobs, str, str, str, dict[str, Any]]]:
         """The settings the leader's findings name, most at stake first and each finding's in its
         own order, that make a valid setting one change from the leader and were never measured
-        (nor discarded on a campaign's board). A finding whose moves missed `patience` times from
-        this leader is left for the next finding; a question that chose the focus keeps them inside
-        its layer. A setting the family refuses alone comes with the other finding's setting it
-        needs (`_with_enabler`)."""
+        (nor discarded on a campaign's board). The findings take turns: after a miss, a finding's
+        next setting waits behind the other findings' settings that have missed less from this
+        leader (on the H100 a finding's second and third settings missed where the next finding's
+        first won); one that missed `patience` times waits for the next leader. A question that
+        chose the focus keeps them inside its layer. A setting the family refuses alone comes with
+        the other finding's setting it needs (`_with_enabler`)."""
         out = []
         discarded = {(k, str(v).lower()) for k, v in self.board_failed}
         for f in self.findings:
@@ -534,7 +536,8 @@ class OfflineAgent(Agent):
         missed = {(t["knob"], str(t["value"]).lower()) for t in self.tried.values() if t.get("verdict") != "leader"}
         lost = self._lost()
         kept = [m for m in out if (m[2], m[3].lower()) not in lost]
-        return sorted(kept, key=lambda m: (m[2], m[3].lower()) in missed)
+        return sorted(kept, key=lambda m: ((m[2], m[3].lower()) in missed,
+                                           self.finding_misses[str(m[4].get("code", ""))]))
 
     def _lost(self) -> set[tuple[str, str]]:
         """(knob, value) changes that made a kernel clearly slower (by over 3%) than the leader they
