@@ -224,7 +224,8 @@ def test_wg_full_order_runs_a_kv_groups_m_blocks_side_by_side_without_the_causal
     f = gallery_f_knobs()
     src = render(f.replace(wg_full_order="m_fastest").validate())
     host = src.split("int launch_any(")[1].split("\n}\n")[0]
-    line = "  if (!a->causal) s.l2_units = s.gp > 1 ? 1 : a->heads_q / a->heads_kv;  // wg_full_order=m_fastest\n"
+    assert "constexpr bool kWgFullOrderM = true;  // wg_full_order=m_fastest" in src
+    line = "    if (kWgFullOrderM && !a->causal) s.l2_units = group;\n"
     # after the sections are sized, before the grid: one section per K/V group, so the order's unit
     # (r % group) and m block (r / group) walk the group's tiles with its query heads fastest
     assert host.index("s.l2_units = l2_section_units(") < host.index(line) < host.index("int grid = s.tiles;")

@@ -22,7 +22,7 @@ from kernels.attention.family import (
 )
 from kernels.attention.family.space import covering_sample
 from tests.conftest import HAS_NVCC, ROOT
-from tests.kernels.family_helpers import assert_spill_free, changed_lines
+from tests.kernels.family_helpers import assert_spill_free, changed_lines, sched_source
 
 needs_nvcc = pytest.mark.skipif(not HAS_NVCC, reason="nvcc not installed")
 
@@ -51,28 +51,30 @@ def test_l2_sections_render_one_decode_call_and_round_trip() -> None:
     k = base.replace(wg_l2_sections=16).validate()
     src = render(k)
     assert not [str(f) for f in check_source(src) if f.blocking]
-    assert "constexpr long long kWgL2SectionBytes = 16LL * 1024 * 1024;" in src
+    assert "constexpr int kWgL2Sections = 16;  // wg_l2_sections" in src
+    assert "constexpr long long kWgL2SectionBytes = kWgL2Sections * 1024LL * 1024;" in src
     # sm90_tile is where the producers (cp.async and tensor-map) and the consumers decode a tile;
     # the host sizes the sections once per call, after the split-KV choice, into Sched::l2_units
     # (the group of query heads sharing a K/V head: heads_q / heads_kv, or 1 where the grid's
     # heads are K/V heads), so no tile pays for the sizing's 64-bit division.
     assert src.count("decode_tile_l2(tile, sc, a.batch)") == 1
-    assert src.count("  int l2_units;") == 1
-    sizing = ("  s.l2_units = l2_section_units(s, a->batch, a->seqlen_k, a->head_dim,\n"
-              "                               s.gp > 1 ? 1 : a->heads_q / a->heads_kv);\n"
-              "  if (s.tiles <= 0) return cudaSuccess;")
+    assert src.count("  int l2_units;") == 1 and "using Sched = SchedOf<(kWgL2Sections > 0)>;" in src
+    sizing = "    s.l2_units = l2_section_units(s, a->batch, a->seqlen_k, a->head_dim, group);\n"
     assert src.count(sizing) == 1
+    assert src.index(sizing) < src.index("  if (s.tiles <= 0) return cudaSuccess;", src.index(sizing))
     assert src.index("s.splits = 1;\n      s.tiles = s.m_blocks") < src.index(sizing)
     decode = src.split("__device__ __forceinline__ TileId decode_tile_l2(", 1)[1].split("\n}\n", 1)[0]
     assert "long long" not in decode and "kWgL2SectionBytes" not in decode
     assert src.count("sm90_tile<BM, BN>(tile, a, sc)") == 3
     sm90 = src.split("struct Sm90Tile {", 1)[1]
-    assert "decode_tile(tile, sc, a.batch)" not in sm90
+    assert "  if constexpr (kWgL2Sections > 0) x.id = decode_tile_l2(tile, sc, a.batch);" in sm90
     header = src.split("Knob setting:", 1)[1].split("#include", 1)[0]
     record = json.loads("\n".join(line[5:] for line in header.splitlines() if line.startswith("//   ")))
     assert record["wg_l2_sections"] == 16 and parse_knobs(json.dumps(record)) == k
-    # Off (the gallery files): not recorded and not rendered.
-    assert "wg_l2_sections" not in render(base) and "decode_tile_l2" not in render(base)
+    # Off (the gallery files): not recorded, and Sched has no l2_units field.
+    off = render(base)
+    assert "wg_l2_sections" not in off.split("Knob setting:", 1)[1].split("#include", 1)[0]
+    assert "constexpr int kWgL2Sections = 0;" in off and "decode_tile_l2(tile, sc, a.batch)" in off
 
 
 _ORDER_MAIN = r"""
@@ -103,7 +105,7 @@ def _section_order(tmp_path: Path, src: str) -> Any:
 
     if not shutil.which("g++"):
         pytest.skip("g++ not installed")
-    sched = "struct Sched {" + src.split("struct Sched {", 1)[1].split("};", 1)[0] + "};\n"
+    sched = sched_source(src)
     tile_id = "struct TileId {" + src.split("struct TileId {", 1)[1].split("};", 1)[0] + "};\n"
     start = src.index("constexpr long long kWgL2SectionBytes")
     fn = src[start:src.index("template <int BM, int BN>\n__device__ __forceinline__ Sm90Tile sm90_tile(")]
@@ -335,7 +337,7 @@ def _balanced_splits(tmp_path: Path, src: str) -> Any:
         pytest.skip("g++ not installed")
     contract = (ROOT / "kernels" / "attention" / "contract.h").read_text()
     args = "typedef struct {" + contract.split("typedef struct {", 1)[1].split("} SocraticAttentionArgs;")[0]
-    sched = "struct Sched {" + src.split("struct Sched {", 1)[1].split("};", 1)[0] + "};\n"
+    sched = sched_source(src)
     fn = src[src.index("inline int balanced_splits("):src.index("template <int D>\nSched plan_sm90(")]
     prog = tmp_path / "splits.cpp"
     cost = "constexpr int kWgSplitCost = " + src.split("constexpr int kWgSplitCost = ")[1].split(";")[0] + ";\n"

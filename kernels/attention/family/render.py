@@ -61,6 +61,8 @@ def knob_constants(k: Knobs) -> str:
         f"constexpr bool kDecodeTile = {_b(k.decode_tile != 'off')};  // decode_tile={k.decode_tile}",
         f"constexpr int kSplitCombine = {_COMBINE[k.split_combine]};  // split_combine={k.split_combine}",
         f"constexpr bool kCombinePdl = {_b(k.wg_combine_pdl)};  // wg_combine_pdl",
+        "// the Hopper scheduling knobs that shape Sched (0 / false with mma=mma_sync)",
+        f"constexpr int kWgL2Sections = {k.wg_l2_sections};  // wg_l2_sections (MB of L2 a section; 0: none)",
         "",
         "template <int D, bool Dec>",
         "struct TileOf;",
@@ -139,6 +141,7 @@ def sm90_constants(k: Knobs) -> str:
         f"constexpr int kWgVRelease = {_V_RELEASE[k.wg_v_release]};  // wg_v_release={k.wg_v_release}",
         f"constexpr bool kWgSoloDecode = {_b(k.wg_solo_decode)};  // wg_solo_decode",
         f"constexpr bool kWgKAhead = {_b(k.wg_kv_order == 'k_ahead')};  // wg_kv_order={k.wg_kv_order}",
+        f"constexpr bool kWgFullOrderM = {_b(k.wg_full_order == 'm_fastest')};  // wg_full_order={k.wg_full_order}",
         f"constexpr int kRegsProducer = {REGS_PRODUCER};",
         f"constexpr int kRegsConsumer = {REGS_CONSUMER};",
         f"constexpr bool kWgWideD64 = {_b(k.wg_wide_d64)};  // wg_wide_d64",
@@ -231,10 +234,6 @@ def _with_hopper(text: str, k: Knobs) -> str:
     text = head + sm90_section(k) + anchor + tail
     if k.wg_load == "tma":
         text = apply(text, "wg_load_tma", "includes")
-    if k.wg_l2_sections:
-        text = apply(text, "wg_l2_sections", MB=k.wg_l2_sections)
-        if k.wg_full_order == "m_fastest":
-            text = apply(text, "wg_l2_sections", "full_order")
     if k.wg_scheduler == "dynamic":
         text = apply(text, "wg_scheduler")
     if k.wg_tile_decode == "producer":

@@ -63,6 +63,8 @@ constexpr int kDecodeKvWarps = 1;  // decode_kv_warps
 constexpr bool kDecodeTile = true;  // decode_tile=16x64x1
 constexpr int kSplitCombine = 0;  // split_combine=serial
 constexpr bool kCombinePdl = false;  // wg_combine_pdl
+// the Hopper scheduling knobs that shape Sched (0 / false with mma=mma_sync)
+constexpr int kWgL2Sections = 0;  // wg_l2_sections (MB of L2 a section; 0: none)
 
 template <int D, bool Dec>
 struct TileOf;
@@ -202,17 +204,30 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
-// Launch-time schedule, computed on the host (see plan()).
-struct Sched {
+// Launch-time schedule, computed on the host (see plan()), which the kernels take by value. The
+// Hopper scheduling knobs' fields sit after `tiles` only where the setting has them (elsewhere the
+// name is a constant that nothing reads), so a setting's kernels take only its own parameters. Each
+// form is written out whole: a base class holding the common fields renumbers the PTX's registers.
+template <bool kL2Units>
+struct SchedOf {
   int gp;          // query heads packed per tile row group (1: no GQA packing)
   int mtotal;      // packed query rows per (batch, head group) = seqlen_q * gp
   int m_blocks;    // tiles along the packed query rows
   int heads_grid;  // heads_kv when packing, else heads_q
   int splits;      // split-KV factor (1: none)
   int tiles;       // m_blocks * heads_grid * batch * splits
+  int l2_units;    // wg_l2_sections: units (head, batch, split) per section
   float* ws_o;     // split partial outputs, fp32 [splits][batch][heads_q][seqlen_q][D]
   float2* ws_ml;   // split (max in log2 units, sum) [splits][batch][heads_q][seqlen_q]
 };
+template <>
+struct SchedOf<false> {
+  int gp, mtotal, m_blocks, heads_grid, splits, tiles;
+  static constexpr int l2_units = 0;
+  float* ws_o;
+  float2* ws_ml;
+};
+using Sched = SchedOf<(kWgL2Sections > 0)>;
 
 struct TrueTag {
   static constexpr bool value = true;
@@ -1135,6 +1150,7 @@ constexpr bool kWgEpilogueOneQ = false;  // wg_epilogue_one_q
 constexpr int kWgVRelease = 0;  // wg_v_release=after_softmax
 constexpr bool kWgSoloDecode = false;  // wg_solo_decode
 constexpr bool kWgKAhead = false;  // wg_kv_order=kv
+constexpr bool kWgFullOrderM = false;  // wg_full_order=sections
 constexpr int kRegsProducer = 40;
 constexpr int kRegsConsumer = 232;
 constexpr bool kWgWideD64 = true;  // wg_wide_d64
@@ -1348,11 +1364,55 @@ struct Sm90Tile {
   int n_full;    // key blocks below n_full need no mask
 };
 
+// wg_l2_sections=N (kWgL2Sections MB): the Hopper kernel's tiles (and so the order the persistent CTAs
+// take them in) go heavy first inside sections of (head, batch, split) units whose distinct K and V
+// fit in N MB of L2, so the m blocks that read one K/V head run within a section of each other (with
+// one grid-wide heavy-first order they are a whole layer of units apart, and at short sequences that
+// layer's K/V overflows L2: every m block re-reads its K/V from HBM). The budget is counted in K/V
+// units (kv head, batch, split): without GQA packing the grid's heads are query heads and the `group`
+// of them that share a K/V head are adjacent (kv head = head / group), so a section is a whole number
+// of groups; with packing the grid's heads are K/V heads already (group 1). A call whose whole K/V
+// fits is one section, exactly grid_order=heavy_first. The host sizes the sections once per call
+// (Sched::l2_units); the producers and the consumers all decode tiles through sm90_tile, so one call
+// there is the whole change on the device.
+constexpr long long kWgL2SectionBytes = kWgL2Sections * 1024LL * 1024;
+// Units per section, once per call on the host (after the split-KV choice): the tile decode
+// below runs for every tile in every producer and consumer, and this has a 64-bit division.
+inline int l2_section_units(const Sched& s, int batch, int seqlen_k, int head_dim, int group) {
+  const int units = s.heads_grid * batch * s.splits;
+  const int kv_units = units / group;  // distinct (kv head, batch, split)
+  const long long kv = 4LL * head_dim * ((seqlen_k + s.splits - 1) / s.splits);  // K + V of a K/V unit
+  long long fit = kWgL2SectionBytes / (kv > 0 ? kv : 1);  // K/V units per section
+  // the call's whole K/V (kv heads x batch x seqlen_k) fits: one section, exactly heavy_first
+  if (4LL * head_dim * seqlen_k * (kv_units / s.splits) <= kWgL2SectionBytes) fit = kv_units;
+  fit = fit < 1 ? 1 : (fit < kv_units ? fit : kv_units);
+  // as few sections as fit allows, of equal size: a small last section would run its heavy tiles
+  // alone at the end of the call (8 units at 7 a section: 4 + 4, not 7 + 1)
+  const long long sections = (kv_units + fit - 1) / fit;
+  return group * int((kv_units + sections - 1) / sections);
+}
+__device__ __forceinline__ TileId decode_tile_l2(int t, const Sched& s, int batch) {
+  const int units = s.heads_grid * batch * s.splits;
+  const int G = s.l2_units;  // units per section (l2_section_units)
+  const int sec = t / (G * s.m_blocks);
+  const int r = t - sec * G * s.m_blocks;
+  const int gs = min(G, units - sec * G);  // units of this section (the last may hold fewer)
+  int u = sec * G + r % gs;
+  TileId id;
+  id.head = u % s.heads_grid;
+  u /= s.heads_grid;
+  id.batch = u % batch;
+  id.split = u / batch;
+  id.mb = s.m_blocks - 1 - r / gs;
+  return id;
+}
+
 template <int BM, int BN>
 __device__ __forceinline__ Sm90Tile sm90_tile(int tile, const SocraticAttentionArgs& a, const Sched& sc) {
   Sm90Tile x;
   const int sk = a.seqlen_k, offset = a.seqlen_k - a.seqlen_q;
-  x.id = decode_tile(tile, sc, a.batch);
+  if constexpr (kWgL2Sections > 0) x.id = decode_tile_l2(tile, sc, a.batch);  // wg_l2_sections
+  else x.id = decode_tile(tile, sc, a.batch);
   x.m0 = x.id.mb * BM;
   x.kv_head = sc.gp > 1 ? x.id.head : x.id.head / (a.heads_q / a.heads_kv);
   x.hbase = sc.gp > 1 ? x.id.head * sc.gp : x.id.head;
@@ -2231,6 +2291,15 @@ int launch_any(const SocraticAttentionArgs* a, cudaStream_t stream) {
       s.ws_ml = reinterpret_cast<float2*>(static_cast<unsigned char*>(a->workspace) +
                                           (unsigned long long)s.splits * rows * D * 4);
     }
+  }
+  if constexpr (kWgL2Sections > 0) {  // wg_l2_sections: the K/V units of a section
+    const int group = s.gp > 1 ? 1 : a->heads_q / a->heads_kv;  // grid heads that read one K/V head
+    s.l2_units = l2_section_units(s, a->batch, a->seqlen_k, a->head_dim, group);
+    // wg_full_order=m_fastest: a call without the causal mask has tiles of equal weight, so heavy first
+    // has nothing to order; each section is then one K/V unit's group, which makes the m blocks fastest
+    // (after the group's query heads): the tiles that read one K/V head run side by side in the same
+    // wave and share its copy in L2, where sections of 32 MB spread them over several waves.
+    if (kWgFullOrderM && !a->causal) s.l2_units = group;
   }
   if (s.tiles <= 0) return cudaSuccess;
   int grid = s.tiles;
