@@ -58,7 +58,7 @@ def test_l2_sections_render_one_decode_call_and_round_trip() -> None:
     # (the group of query heads sharing a K/V head: heads_q / heads_kv, or 1 where the grid's
     # heads are K/V heads), so no tile pays for the sizing's 64-bit division.
     assert src.count("decode_tile_l2(tile, sc, a.batch)") == 1
-    assert src.count("  int l2_units;") == 1 and "using Sched = SchedOf<(kWgL2Sections > 0)>;" in src
+    assert src.count("  int l2_units;") == 2 and "using Sched = SchedOf<(kWgL2Sections > 0), kWgDynamic>;" in src
     sizing = "    s.l2_units = l2_section_units(s, a->batch, a->seqlen_k, a->head_dim, group);\n"
     assert src.count(sizing) == 1
     assert src.index(sizing) < src.index("  if (s.tiles <= 0) return cudaSuccess;", src.index(sizing))
@@ -278,13 +278,15 @@ def test_wg_scheduler_dynamic_renders_the_claim_and_its_counter_and_static_keeps
     assert src.count("atomicAdd(sc.tile_counter, 1u)") == 1
     assert src.count("slot_store(") == 3 and src.count("slot_load(") == 2  # definitions included
     # the consumers of the copy-engine instantiation read the slot; the cp.async one never does
-    assert "const bool dyn = kTma && sc.tile_counter != nullptr;" in src
+    assert "const bool dyn = kWgDynamic && kTma && sc.tile_counter != nullptr;" in src
+    assert "constexpr bool kWgDynamic = true;  // wg_scheduler=dynamic" in src
+    assert "unsigned int* tile_counter;" in src.split("using Sched = SchedOf<(kWgL2Sections > 0), kWgDynamic>;")[0]
     # the host zeroes the counter on the stream for causal calls with more tiles than CTAs, and
     # asks for its 16 bytes (after the split partials) on every call that may use it
     assert "if (tma && a->causal && s.tiles > grid) {  // wg_scheduler=dynamic" in src
     assert "cudaMemsetAsync(s.tile_counter, 0, sizeof(unsigned int), stream)" in src
-    assert "if (a->causal && s.tiles > num_sms()) return ((need + 15ull) & ~15ull) + 16;" in src
-    assert "static constexpr size_t kSmem = size_t(kSlotOff + 16) + 1024;" in src
+    assert "if (kWgDynamic && a->causal && s.tiles > num_sms()) return ((need + 15ull) & ~15ull) + 16;" in src
+    assert "static constexpr int kSlotBytes = kWgDynamic ? 16 : 0;" in src
     assert json.loads(src.split("Knob setting:")[1].split("#include")[0].replace("//   ", ""))[
         "wg_scheduler"] == "dynamic"
 
@@ -437,7 +439,7 @@ def test_wg_tile_decode_producer_publishes_the_whole_decode_and_the_end_in_eithe
     assert render(e.replace(wg_tile_decode="consumers")) == (gallery / "wgmma-tma-e.cu").read_text()
     src = render(e.replace(wg_tile_decode="producer"))
     assert not [str(f) for f in check_source(src) if f.blocking]
-    assert "static constexpr size_t kSmem = size_t(kSlotOff + 96) + 1024;" in src
+    assert "static constexpr int kSlotBytes = 96;  // wg_tile_decode=producer: 48-byte slots" in src
     # the slot's words: what tile_publish stores at each offset, tile_read loads from the same one
     publish = src.split("void tile_publish(")[1].split("\n}\n")[0]
     read = src.split("int tile_read(")[1].split("\n}\n")[0]

@@ -63,6 +63,7 @@ def knob_constants(k: Knobs) -> str:
         f"constexpr bool kCombinePdl = {_b(k.wg_combine_pdl)};  // wg_combine_pdl",
         "// the Hopper scheduling knobs that shape Sched (0 / false with mma=mma_sync)",
         f"constexpr int kWgL2Sections = {k.wg_l2_sections};  // wg_l2_sections (MB of L2 a section; 0: none)",
+        f"constexpr bool kWgDynamic = {_b(k.wg_scheduler == 'dynamic')};  // wg_scheduler={k.wg_scheduler}",
         "",
         "template <int D, bool Dec>",
         "struct TileOf;",
@@ -234,8 +235,6 @@ def _with_hopper(text: str, k: Knobs) -> str:
     text = head + sm90_section(k) + anchor + tail
     if k.wg_load == "tma":
         text = apply(text, "wg_load_tma", "includes")
-    if k.wg_scheduler == "dynamic":
-        text = apply(text, "wg_scheduler")
     if k.wg_tile_decode == "producer":
         text = apply(text, "wg_tile_decode")
     if k.wg_cluster == 2:

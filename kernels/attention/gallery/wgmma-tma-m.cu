@@ -84,6 +84,7 @@ constexpr int kSplitCombine = 3;  // split_combine=burst
 constexpr bool kCombinePdl = false;  // wg_combine_pdl
 // the Hopper scheduling knobs that shape Sched (0 / false with mma=mma_sync)
 constexpr int kWgL2Sections = 32;  // wg_l2_sections (MB of L2 a section; 0: none)
+constexpr bool kWgDynamic = true;  // wg_scheduler=dynamic
 
 template <int D, bool Dec>
 struct TileOf;
@@ -227,7 +228,7 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 // Hopper scheduling knobs' fields sit after `tiles` only where the setting has them (elsewhere the
 // name is a constant that nothing reads), so a setting's kernels take only its own parameters. Each
 // form is written out whole: a base class holding the common fields renumbers the PTX's registers.
-template <bool kL2Units>
+template <bool kL2Units, bool kTileCounter>
 struct SchedOf {
   int gp;          // query heads packed per tile row group (1: no GQA packing)
   int mtotal;      // packed query rows per (batch, head group) = seqlen_q * gp
@@ -241,13 +242,30 @@ struct SchedOf {
   float2* ws_ml;   // split (max in log2 units, sum) [splits][batch][heads_q][seqlen_q]
 };
 template <>
-struct SchedOf<false> {
+struct SchedOf<true, false> {
   int gp, mtotal, m_blocks, heads_grid, splits, tiles;
-  static constexpr int l2_units = 0;
+  int l2_units;
+  static constexpr unsigned int* tile_counter = nullptr;
   float* ws_o;
   float2* ws_ml;
 };
-using Sched = SchedOf<(kWgL2Sections > 0)>;
+template <>
+struct SchedOf<false, true> {
+  int gp, mtotal, m_blocks, heads_grid, splits, tiles;
+  static constexpr int l2_units = 0;
+  unsigned int* tile_counter;
+  float* ws_o;
+  float2* ws_ml;
+};
+template <>
+struct SchedOf<false, false> {
+  int gp, mtotal, m_blocks, heads_grid, splits, tiles;
+  static constexpr int l2_units = 0;
+  static constexpr unsigned int* tile_counter = nullptr;
+  float* ws_o;
+  float2* ws_ml;
+};
+using Sched = SchedOf<(kWgL2Sections > 0), kWgDynamic>;
 
 struct TrueTag {
   static constexpr bool value = true;
@@ -1376,10 +1394,32 @@ struct Sm90Cfg {
   static_assert(S >= SK, "V's ring is at least as deep as K's");
   static constexpr int kBarOff = QS * kQBytes + (SK + S) * kKVBytes;
   static constexpr int kBars = 2 * QS + 4 * S;  // q_full, q_empty, k/v_full, k/v_empty
-  static constexpr int kSlotOff = kBarOff + 8 * kBars;  // wg_scheduler=dynamic: two tile slots
-  static constexpr size_t kSmem = size_t(kSlotOff + 96) + 1024;  // 48-byte slots; + alignment slack
+  // wg_scheduler=dynamic: two tile slots after the mbarriers (16 bytes)
+  static constexpr int kSlotOff = kBarOff + 8 * kBars;
+  static constexpr int kSlotBytes = 96;  // wg_tile_decode=producer: 48-byte slots
+  static constexpr size_t kSmem = size_t(kSlotOff + kSlotBytes) + 1024;  // + alignment slack
   static_assert(BN % 16 == 0 && BN <= 256, "block_n must be a multiple of 16, at most 256");
 };
+
+// wg_scheduler=dynamic (persistent, wg_q_stages=2, the copy-engine producer): on a causal call with
+// more tiles than CTAs, a CTA's first tile is its block index as before, and each later one is
+// claimed by its producer from a counter in the workspace (grid + the counter's old value), so the
+// tiles still start in heavy_first's order but each goes to the CTA that is free first instead of
+// every gridDim.x-th one (round robin leaves the CTAs that drew heavy tiles working long after the
+// others; FA3 schedules causal tiles this way too). The producer leaves the claimed index in one of
+// two slots beside the Q ring and arms the Q buffer's full barrier; the consumers read it after
+// waiting on that barrier. Past the last tile it leaves `tiles` there and arrives on the barrier
+// without a copy, which ends the consumers' loop. The host zeroes the counter on the stream before
+// every such launch (the harness poisons the workspace); workspace_any asks for its 16 bytes.
+// The tile slots (two 32-bit words after the mbarriers).
+__device__ __forceinline__ void slot_store(uint32_t addr, int v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ int slot_load(uint32_t addr) {
+  int v;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
 
 // One tile's place in the problem and its key-block range (shared by producer and consumers).
 // wg_epilogue=smem: shared-memory stores and loads by address.
@@ -1392,16 +1432,6 @@ __device__ __forceinline__ uint4 lds_b128(uint32_t addr) {
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "r"(addr)
                : "memory");
-  return v;
-}
-
-// wg_scheduler=dynamic: the tile slots (two 32-bit words after the mbarriers).
-__device__ __forceinline__ void slot_store(uint32_t addr, int v) {
-  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
-}
-__device__ __forceinline__ int slot_load(uint32_t addr) {
-  int v;
-  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
   return v;
 }
 
@@ -1596,8 +1626,8 @@ __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a,
   const int step = kPersistent ? int(gridDim.x) : sc.tiles;
   uint32_t gb = 0;  // K/V blocks loaded so far (stage ring position)
   int tc = 0;       // tiles so far (Q buffer phase)
-  const bool dyn = sc.tile_counter != nullptr;  // wg_scheduler=dynamic on this call
-  for (int tile = blockIdx.x; tile < sc.tiles; ++tc) {
+  const bool dyn = kWgDynamic && sc.tile_counter != nullptr;  // wg_scheduler=dynamic on this call
+  for (int tile = blockIdx.x; tile < sc.tiles; tile += kWgDynamic ? 0 : step, ++tc) {
     const Sm90Tile x = sm90_tile<BM, BN>(tile, a, sc);
     if (tc >= C::QS) mbar_wait(q_empty_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS - 1) & 1u);
     const uint32_t q_full = q_full_bar(bars, tc, C::QS, S);
@@ -1646,12 +1676,14 @@ __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a,
       }
     }
     gb += uint32_t(x.nb);
-    // the next tile: round robin, or (dynamic) the next in heavy-first order, claimed now that
-    // this CTA's loads of this one are issued. The shuffle from lane 0 (the one thread here) marks
-    // the index warp-uniform, so the copies' coordinates stay in uniform registers (without it
-    // ptxas moves them per thread and spills the producer's registers).
-    tile = dyn ? __shfl_sync(1u, int(min(atomicAdd(sc.tile_counter, 1u) + gridDim.x, unsigned(sc.tiles))), 0)
-               : tile + step;
+    if constexpr (kWgDynamic) {
+      // the next tile: round robin, or (dynamic) the next in heavy-first order, claimed now that
+      // this CTA's loads of this one are issued. The shuffle from lane 0 (the one thread here) marks
+      // the index warp-uniform, so the copies' coordinates stay in uniform registers (without it
+      // ptxas moves them per thread and spills the producer's registers).
+      tile = dyn ? __shfl_sync(1u, int(min(atomicAdd(sc.tile_counter, 1u) + gridDim.x, unsigned(sc.tiles))), 0)
+                 : tile + step;
+    }
   }
   {  // no tile left (in either order): the consumers read the end from the slot, no copy arrives
     if (tc >= C::QS) mbar_wait(q_empty_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS - 1) & 1u);
@@ -1819,6 +1851,8 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
 
   uint32_t gb = 0;  // K/V blocks consumed so far (stage ring position)
   int tc = 0;       // tiles so far (Q buffer phase)
+  // wg_scheduler=dynamic: the copy-engine consumers take each tile from the producer's slot (the
+  // loop ends at the `tiles` it leaves there); round robin otherwise
   for (int tile = blockIdx.x;; ++tc) {
     Sm90Tile x;
     if constexpr (kTma) {  // wg_tile_decode=producer: the producer left this tile's decode beside its Q
@@ -2506,12 +2540,14 @@ int launch_any(const SocraticAttentionArgs* a, cudaStream_t stream) {
   if (s.tiles <= 0) return cudaSuccess;
   int grid = s.tiles;
   if constexpr (kPersistent) grid = grid < num_sms() ? grid : num_sms();
-  if (tma && a->causal && s.tiles > grid) {  // wg_scheduler=dynamic
-    const unsigned long long at = (workspace_for<D>(s, a) + 15ull) & ~15ull;
-    if (a->workspace != nullptr && a->workspace_bytes >= at + 16) {
-      s.tile_counter = reinterpret_cast<unsigned int*>(static_cast<unsigned char*>(a->workspace) + at);
-      const cudaError_t ce = cudaMemsetAsync(s.tile_counter, 0, sizeof(unsigned int), stream);
-      if (ce != cudaSuccess) return ce;
+  if constexpr (kWgDynamic) {
+    if (tma && a->causal && s.tiles > grid) {  // wg_scheduler=dynamic
+      const unsigned long long at = (workspace_for<D>(s, a) + 15ull) & ~15ull;
+      if (a->workspace != nullptr && a->workspace_bytes >= at + 16) {
+        s.tile_counter = reinterpret_cast<unsigned int*>(static_cast<unsigned char*>(a->workspace) + at);
+        const cudaError_t ce = cudaMemsetAsync(s.tile_counter, 0, sizeof(unsigned int), stream);
+        if (ce != cudaSuccess) return ce;
+      }
     }
   }
   if (kWgSoloDecode && tma && s.mtotal <= 64) {  // wg_solo_decode: every row in the first consumer warpgroup
@@ -2551,7 +2587,7 @@ unsigned long long workspace_any(const SocraticAttentionArgs* a) {
   const Sched s = plan_sm90<D>(a, gp);
   const unsigned long long need = workspace_for<D>(s, a);
   // wg_scheduler=dynamic: the tile counter, 16-byte aligned after the split partials
-  if (a->causal && s.tiles > num_sms()) return ((need + 15ull) & ~15ull) + 16;
+  if (kWgDynamic && a->causal && s.tiles > num_sms()) return ((need + 15ull) & ~15ull) + 16;
   return need;
 }
 
