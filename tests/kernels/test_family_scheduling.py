@@ -286,7 +286,8 @@ def test_wg_scheduler_dynamic_renders_the_claim_and_its_counter_and_static_keeps
     assert "if (tma && a->causal && s.tiles > grid) {  // wg_scheduler=dynamic" in src
     assert "cudaMemsetAsync(s.tile_counter, 0, sizeof(unsigned int), stream)" in src
     assert "if (kWgDynamic && a->causal && s.tiles > num_sms()) return ((need + 15ull) & ~15ull) + 16;" in src
-    assert "static constexpr int kSlotBytes = kWgDynamic ? 16 : 0;" in src
+    assert "static constexpr int kSlotBytes = kWgDynamic ? 2 * kSlot : 0;" in src
+    assert "static constexpr int kSlot = kWgTilePublish ? 48 : 4;" in src  # one word a slot here
     assert json.loads(src.split("Knob setting:")[1].split("#include")[0].replace("//   ", ""))[
         "wg_scheduler"] == "dynamic"
 
@@ -439,7 +440,8 @@ def test_wg_tile_decode_producer_publishes_the_whole_decode_and_the_end_in_eithe
     assert render(e.replace(wg_tile_decode="consumers")) == (gallery / "wgmma-tma-e.cu").read_text()
     src = render(e.replace(wg_tile_decode="producer"))
     assert not [str(f) for f in check_source(src) if f.blocking]
-    assert "static constexpr int kSlotBytes = 96;  // wg_tile_decode=producer: 48-byte slots" in src
+    assert "constexpr bool kWgTilePublish = true;  // wg_tile_decode=producer" in src
+    assert "static constexpr int kSlot = kWgTilePublish ? 48 : 4;" in src  # two 48-byte slots
     # the slot's words: what tile_publish stores at each offset, tile_read loads from the same one
     publish = src.split("void tile_publish(")[1].split("\n}\n")[0]
     read = src.split("int tile_read(")[1].split("\n}\n")[0]
@@ -454,13 +456,14 @@ def test_wg_tile_decode_producer_publishes_the_whole_decode_and_the_end_in_eithe
     producer = src.split("void sm90_produce_tma(")[1].split("\n}\n")[0]
     consumer = src.split("// ---- consumer warpgroups")[1].split("const TileId id = x.id;")[0]
     # the producer publishes every tile and, in the static order too, the end
-    assert "tile_publish(bars + 8 * C::kBars + 48 * (tc & 1), tile, x);" in producer
-    assert "if (dyn) {  // no tile left" not in producer
-    assert "slot_store(bars + 8 * C::kBars + 48 * (tc & 1), sc.tiles);" in producer
+    assert "if constexpr (kWgTilePublish) tile_publish(bars + 8 * C::kBars + C::kSlot * (tc & 1), tile, x);" in producer
+    assert "  if (kWgTilePublish || dyn) {\n" in producer
+    assert "slot_store(bars + 8 * C::kBars + C::kSlot * (tc & 1), sc.tiles);" in producer
     # the copy-engine consumers read it after the Q buffer's full barrier and never decode; the
     # cp.async build (no publishing producer thread) still does
-    tma, cp_async = consumer.split("if constexpr (kTma) {")[1].split("} else {")
-    assert tma.index("mbar_wait(q_full_bar(") < tma.index("tile = tile_read(bars + 8 * C::kBars + 48 * (tc & 1), x);")
+    tma, cp_async = consumer.split("if constexpr (kWgTilePublish && kTma) {")[1].split("} else {", 1)
+    read_slot = "tile = tile_read(bars + 8 * C::kBars + C::kSlot * (tc & 1), x);"
+    assert tma.index("mbar_wait(q_full_bar(") < tma.index(read_slot)
     assert "sm90_tile<" not in tma and "x = sm90_tile<BM, BN>(tile, a, sc);" in cp_async
     # no division of a row index without a GQA pack
     assert "r / sc.gp;" not in src.split("// ---- consumer warpgroups")[1].split("template <int D>")[0].replace(

@@ -143,6 +143,7 @@ def sm90_constants(k: Knobs) -> str:
         f"constexpr bool kWgSoloDecode = {_b(k.wg_solo_decode)};  // wg_solo_decode",
         f"constexpr bool kWgKAhead = {_b(k.wg_kv_order == 'k_ahead')};  // wg_kv_order={k.wg_kv_order}",
         f"constexpr bool kWgFullOrderM = {_b(k.wg_full_order == 'm_fastest')};  // wg_full_order={k.wg_full_order}",
+        f"constexpr bool kWgTilePublish = {_b(k.wg_tile_decode == 'producer')};  // wg_tile_decode={k.wg_tile_decode}",
         f"constexpr int kRegsProducer = {REGS_PRODUCER};",
         f"constexpr int kRegsConsumer = {REGS_CONSUMER};",
         f"constexpr bool kWgWideD64 = {_b(k.wg_wide_d64)};  // wg_wide_d64",
@@ -235,8 +236,6 @@ def _with_hopper(text: str, k: Knobs) -> str:
     text = head + sm90_section(k) + anchor + tail
     if k.wg_load == "tma":
         text = apply(text, "wg_load_tma", "includes")
-    if k.wg_tile_decode == "producer":
-        text = apply(text, "wg_tile_decode")
     if k.wg_cluster == 2:
         text = _with_cluster(text)
     return text

@@ -1170,6 +1170,7 @@ constexpr int kWgVRelease = 0;  // wg_v_release=after_softmax
 constexpr bool kWgSoloDecode = false;  // wg_solo_decode
 constexpr bool kWgKAhead = false;  // wg_kv_order=kv
 constexpr bool kWgFullOrderM = false;  // wg_full_order=sections
+constexpr bool kWgTilePublish = false;  // wg_tile_decode=consumers
 constexpr int kRegsProducer = 40;
 constexpr int kRegsConsumer = 232;
 constexpr bool kWgWideD64 = true;  // wg_wide_d64
@@ -1371,9 +1372,11 @@ struct Sm90Cfg {
   static_assert(S >= SK, "V's ring is at least as deep as K's");
   static constexpr int kBarOff = QS * kQBytes + (SK + S) * kKVBytes;
   static constexpr int kBars = 2 * QS + 4 * S;  // q_full, q_empty, k/v_full, k/v_empty
-  // wg_scheduler=dynamic: two tile slots after the mbarriers (16 bytes)
+  // wg_scheduler=dynamic: two tile slots after the mbarriers, of one word (the index) or, with
+  // wg_tile_decode=producer, 48 bytes (the whole decode)
   static constexpr int kSlotOff = kBarOff + 8 * kBars;
-  static constexpr int kSlotBytes = kWgDynamic ? 16 : 0;
+  static constexpr int kSlot = kWgTilePublish ? 48 : 4;
+  static constexpr int kSlotBytes = kWgDynamic ? 2 * kSlot : 0;
   static constexpr size_t kSmem = size_t(kSlotOff + kSlotBytes) + 1024;  // + alignment slack
   static_assert(BN % 16 == 0 && BN <= 256, "block_n must be a multiple of 16, at most 256");
 };
@@ -1405,6 +1408,37 @@ struct Sm90Tile {
   int b_lo, nb;  // key blocks [b_lo, b_lo + nb) of this tile's split
   int n_full;    // key blocks below n_full need no mask
 };
+// wg_tile_decode=producer (wg_scheduler=dynamic): the copy-engine producer decodes each tile once
+// (sm90_tile: the section order's divisions, the GQA head, the causal key range) and leaves the
+// whole decode, not just the index, in the tile's slot beside its Q; the consumers read it after
+// the Q buffer's full barrier, whichever order the call takes (the producer marks the end in the
+// static order too). Measured on the H200 (Nsight Compute, d128 s512 full), each consumer warp
+// spent about 436 instructions with eight integer divisions before a tile's first wgmma, 14% of
+// the samples, where FA3 spends 38. The consumers' query row -> (query, head) mapping also skips
+// its division when no GQA group is packed (gp 1). The cp.async build decodes as before.
+// A tile's decode in its slot (12 words, the last unused; word 0 the index).
+__device__ __forceinline__ void tile_publish(uint32_t addr, int tile, const Sm90Tile& x) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(tile), "r"(x.id.mb),
+               "r"(x.id.head), "r"(x.id.batch) : "memory");
+  asm volatile("st.shared.v4.b32 [%0+16], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(x.id.split), "r"(x.m0),
+               "r"(x.kv_head), "r"(x.hbase) : "memory");
+  asm volatile("st.shared.v4.b32 [%0+32], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(x.b_lo), "r"(x.nb),
+               "r"(x.n_full), "r"(0) : "memory");
+}
+__device__ __forceinline__ int tile_read(uint32_t addr, Sm90Tile& x) {
+  int tile;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(tile), "=r"(x.id.mb), "=r"(x.id.head), "=r"(x.id.batch)
+               : "r"(addr)
+               : "memory");
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+16];\n"
+               : "=r"(x.id.split), "=r"(x.m0), "=r"(x.kv_head), "=r"(x.hbase)
+               : "r"(addr)
+               : "memory");
+  asm volatile("ld.shared.v2.b32 {%0, %1}, [%3+32];\n\tld.shared.b32 %2, [%3+40];\n"
+               : "=r"(x.b_lo), "=r"(x.nb), "=r"(x.n_full) : "r"(addr) : "memory");
+  return tile;
+}
 
 // wg_l2_sections=N (kWgL2Sections MB): the Hopper kernel's tiles (and so the order the persistent CTAs
 // take them in) go heavy first inside sections of (head, batch, split) units whose distinct K and V
@@ -1562,7 +1596,8 @@ __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a,
     const Sm90Tile x = sm90_tile<BM, BN>(tile, a, sc);
     if (tc >= C::QS) mbar_wait(q_empty_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS - 1) & 1u);
     const uint32_t q_full = q_full_bar(bars, tc, C::QS, S);
-    if (dyn) slot_store(bars + 8 * C::kBars + 4 * (tc & 1), tile);  // published by the arrival below
+    if constexpr (kWgTilePublish) tile_publish(bars + 8 * C::kBars + C::kSlot * (tc & 1), tile, x);  // wg_tile_decode=producer
+    else if (dyn) slot_store(bars + 8 * C::kBars + C::kSlot * (tc & 1), tile);  // published by the arrival below
     const uint32_t q_cur = q_s + uint32_t(tc % C::QS) * C::kQBytes;  // this tile's Q buffer
     mbar_expect_tx(q_full, C::kQBytes);
 #pragma unroll
@@ -1616,9 +1651,11 @@ __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a,
                  : tile + step;
     }
   }
-  if (dyn) {  // no tile left: the consumers read the end from the slot, no copy arrives
+  // no tile left (with wg_tile_decode=producer, in either order): the consumers read the end from the
+  // slot, no copy arrives
+  if (kWgTilePublish || dyn) {
     if (tc >= C::QS) mbar_wait(q_empty_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS - 1) & 1u);
-    slot_store(bars + 8 * C::kBars + 4 * (tc & 1), sc.tiles);
+    slot_store(bars + 8 * C::kBars + C::kSlot * (tc & 1), sc.tiles);
     mbar_arrive(q_full_bar(bars, tc, C::QS, S));
   }
 }
@@ -1783,19 +1820,27 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
   uint32_t gb = 0;  // K/V blocks consumed so far (stage ring position)
   int tc = 0;       // tiles so far (Q buffer phase)
   // wg_scheduler=dynamic: the copy-engine consumers take each tile from the producer's slot (the
-  // loop ends at the `tiles` it leaves there); round robin otherwise
+  // loop ends at the `tiles` it leaves there), with wg_tile_decode=producer its whole decode (in
+  // either order); round robin otherwise
   const bool dyn = kWgDynamic && kTma && sc.tile_counter != nullptr;  // wg_scheduler=dynamic on this call
   for (int tile = blockIdx.x; kWgDynamic || tile < sc.tiles; tile += kWgDynamic ? 0 : step, ++tc) {
-    if constexpr (kWgDynamic) {
-      if (dyn) {  // the producer left this tile's index beside its Q
-        mbar_wait(q_full_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS) & 1u);
-        tile = slot_load(bars + 8 * C::kBars + 4 * (tc & 1));
-      } else if (tc > 0) {
-        tile += step;
-      }
+    Sm90Tile x;
+    if constexpr (kWgTilePublish && kTma) {  // wg_tile_decode=producer: the producer left this tile's decode beside its Q
+      mbar_wait(q_full_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS) & 1u);
+      tile = tile_read(bars + 8 * C::kBars + C::kSlot * (tc & 1), x);
       if (tile >= sc.tiles) break;
+    } else {
+      if constexpr (kWgDynamic) {
+        if (dyn) {  // the producer left this tile's index beside its Q
+          mbar_wait(q_full_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS) & 1u);
+          tile = slot_load(bars + 8 * C::kBars + C::kSlot * (tc & 1));
+        } else if (tc > 0) {
+          tile += step;
+        }
+        if (tile >= sc.tiles) break;
+      }
+      x = sm90_tile<BM, BN>(tile, a, sc);
     }
-    const Sm90Tile x = sm90_tile<BM, BN>(tile, a, sc);
     const TileId id = x.id;
     const int m0 = x.m0, hbase = x.hbase, b_lo = x.b_lo, nb = x.nb;
     const int n_full = x.n_full;
@@ -1803,7 +1848,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = m0 + c * 64 + w * 16 + g + 8 * h;
-      const int qi = r / sc.gp;
+      const int qi = kWgTilePublish && sc.gp == 1 ? r : r / sc.gp;  // wg_tile_decode: no division without a GQA pack
       kmax[h] = (a.causal && r < sc.mtotal) ? min(qi + offset, sk - 1) : sk - 1;
     }
 
@@ -2107,8 +2152,8 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
     for (int h = 0; h < 2; ++h) {
       const int r = m0 + c * 64 + w * 16 + g + 8 * h;
       if (r >= sc.mtotal) continue;
-      const int qi = r / sc.gp;
-      const int hq = hbase + r % sc.gp;
+      const int qi = kWgTilePublish && sc.gp == 1 ? r : r / sc.gp;
+      const int hq = hbase + (kWgTilePublish ? r - qi * sc.gp : r % sc.gp);
       if (sc.splits == 1) {
         const float inv = l_run[h] > 0.f ? 1.f / l_run[h] : 0.f;
         __nv_bfloat16* orow = static_cast<__nv_bfloat16*>(a.o) + id.batch * a.o_batch_stride +
