@@ -123,7 +123,10 @@ def test_wg_idle_rows_skip_gives_a_warpgroup_without_rows_a_loop_without_product
     # P V of each next one, P V of the last), two a block without it
     overlap_idle, plain_idle = idle.split("      } else {\n")
     assert "for (int j = 0; j < nb + (nb > 0); ++j) {" in overlap_idle and overlap_idle.count("turn_wait();") == 1
-    overlap_busy = busy.split("    } else {\n")[0]
+    overlap_busy = busy.split("\n    } else {\n")[0]
+    # (the loop with one set of P registers: wg_p_buffers=2's is left out)
+    two_p, rest = overlap_busy.split("        if constexpr (kTwoP) {\n")
+    overlap_busy = two_p + rest.split("        } else {\n          pack();\n", 1)[1]
     assert overlap_busy.count("turn_wait();") == 3 and overlap_busy.count("for (int j = 1; j < nb; ++j) {") == 1
     assert plain_idle.count("turn_wait();") == 2 and plain_idle.count("turn_pass();") == 2
     # each block's K and V released once, after its full barrier; the Q buffer after the last K
@@ -289,7 +292,7 @@ def test_wg_kv_fence_keeps_the_proxy_fence_only_where_generic_writes_fill_the_st
         "constexpr bool kWgKvFenceCpAsync = false;  // wg_kv_fence=every_block",
         "constexpr bool kWgKvFenceCpAsync = true;  // wg_kv_fence=cp_async"}
     consumer = src.split("// ---- consumer warpgroups")[1].split("// Epilogue:")[0]
-    issue = {name: consumer.split(f"auto {name} = [&](int j) {{")[1].split("};")[0]
+    issue = {name: consumer.split(f"auto {name} = [&](int j")[1].split("};")[0]
              for name in ("issue_qk", "issue_pv")}
     for name, bar in (("issue_qk", "k_full"), ("issue_pv", "v_full")):
         body = issue[name]

@@ -144,6 +144,7 @@ def sm90_constants(k: Knobs) -> str:
         f"constexpr bool kWgKAhead = {_b(k.wg_kv_order == 'k_ahead')};  // wg_kv_order={k.wg_kv_order}",
         f"constexpr bool kWgFullOrderM = {_b(k.wg_full_order == 'm_fastest')};  // wg_full_order={k.wg_full_order}",
         f"constexpr bool kWgTilePublish = {_b(k.wg_tile_decode == 'producer')};  // wg_tile_decode={k.wg_tile_decode}",
+        f"constexpr bool kWgTwoP = {_b(k.wg_p_buffers == 2)};  // wg_p_buffers={k.wg_p_buffers}",
         f"constexpr int kRegsProducer = {REGS_PRODUCER};",
         f"constexpr int kRegsConsumer = {REGS_CONSUMER};",
         f"constexpr bool kWgWideD64 = {_b(k.wg_wide_d64)};  // wg_wide_d64",
@@ -158,7 +159,8 @@ def sm90_constants(k: Knobs) -> str:
            f"  static constexpr int HC = 3, RP = {REGS_WIDE_PRODUCER}, RC = {REGS_WIDE_CONSUMER};\n"
            "  static constexpr bool kMapsOnly = true;\n};"] if k.wg_wide_d64 else []),
         *(["// no copy-engine build in this file (where there is one, the kernel's own kTma and kSolo hide these)",
-            "constexpr bool kTma = false;", "constexpr bool kSolo = false;"] if k.wg_load == "cp_async" else []),
+            "constexpr bool kTma = false;", "constexpr bool kSolo = false;", "constexpr bool kLong = false;"]
+          if k.wg_load == "cp_async" else []),
         "template <int D>",
         "struct WgBlockN;",
     ]
@@ -221,8 +223,6 @@ def sm90_section(k: Knobs) -> str:
         text = apply(text, "wg_epilogue")
     if k.wg_epilogue == "tma":
         text = apply(text, "wg_epilogue", "tma")
-    if k.wg_p_buffers == 2:
-        text = apply(text, "wg_p_buffers")
     return text.replace("//@@SM90_WGMMA@@", wgmma_wrappers({k.wg_block_n(d) for d in HEAD_DIMS}, set(HEAD_DIMS)))
 
 

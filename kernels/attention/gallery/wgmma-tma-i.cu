@@ -1186,6 +1186,7 @@ constexpr bool kWgSoloDecode = false;  // wg_solo_decode
 constexpr bool kWgKAhead = true;  // wg_kv_order=k_ahead
 constexpr bool kWgFullOrderM = true;  // wg_full_order=m_fastest
 constexpr bool kWgTilePublish = true;  // wg_tile_decode=producer
+constexpr bool kWgTwoP = false;  // wg_p_buffers=1
 constexpr int kRegsProducer = 40;
 constexpr int kRegsConsumer = 232;
 constexpr bool kWgWideD64 = true;  // wg_wide_d64
@@ -1920,6 +1921,10 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
 
     float s[BN / 2];     // S of the newest block, then its probabilities (fp32)
     uint32_t pf[KN][4];  // P of the block whose P V is next, as bf16 A fragments
+    // wg_p_buffers=2 (kWgTwoP): P's second register set (d128, d256, the copy-engine build)
+    // wg_p_long_blocks: long calls only
+    constexpr bool kTwoP = kWgTwoP && D >= 128 && kTma && (kPLongBlocks == 0 || kLong);
+    uint32_t pg[kTwoP ? KN : 1][4];
 
     // wg_kv_wait=first (wg_load=tma, wg_pingpong): in the copy-engine build only the first consumer
     // warpgroup in the turn order (c == 0) waits for a K/V block's full barrier; the others issue their
@@ -1964,19 +1969,19 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
       wg_commit();
     };
     // O += P V of block j, issued (not waited for).
-    auto issue_pv = [&](int j) {
+    auto issue_pv = [&](int j, const uint32_t (&pa)[KN][4]) {
       const int st = int((gb + uint32_t(j)) % S);
       if (!kWgKvWaitFirst || !kTma || c == 0) mbar_wait(v_full(st), ((gb + uint32_t(j)) / S) & 1u);
       if constexpr (!kWgKvFenceCpAsync || !kTma) fence_async_smem();
       wg_fence_regs(o);
       wg_fence();
 #pragma unroll
-      for (int kk = 0; kk < KN; ++kk) wgmma_rs<D>(o, pf[kk], desc_mnmajor<BN>(v_s + st * C::kKVBytes, kk));
+      for (int kk = 0; kk < KN; ++kk) wgmma_rs<D>(o, pa[kk], desc_mnmajor<BN>(v_s + st * C::kKVBytes, kk));
       wg_commit();
     };
     // Mask and online softmax of block j in s (in place: s becomes P); alpha rescales O. mid runs
     // between the two rows (wg_v_release=mid_softmax's wait for the previous P V; else nothing).
-    auto softmax = [&](int j, float (&alpha)[2], bool& any_rescale, auto masked_tag, auto mid) {
+    auto softmax = [&](int j, float (&alpha)[2], bool& any_rescale, auto masked_tag, uint32_t (*pn)[4], auto mid) {
       constexpr bool kMasked = decltype(masked_tag)::value;
       if constexpr (kMasked) {
         const int n0 = (b_lo + j) * BN;
@@ -2030,19 +2035,24 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
             s[nt * 4 + 2 * h + e] = pv;
             rs += pv;
           }
+        if constexpr (kTwoP) {  // wg_p_buffers=2: the row's P packed beside its exponentials
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+            pn[nt / 2][(nt & 1) * 2 + h] = pack_bf16(s[nt * 4 + 2 * h], s[nt * 4 + 2 * h + 1]);
+        }
         l_run[h] = l_run[h] * al + rs;
         if (h == 0) mid();  // wg_v_release=mid_softmax: between the two rows
       }
     };
-    auto softmax_any = [&](int j, float (&alpha)[2], bool& any_rescale, auto mid) {
+    auto softmax_any = [&](int j, float (&alpha)[2], bool& any_rescale, uint32_t (*pn)[4], auto mid) {
       if constexpr (kMaskSplit) {
         if (b_lo + j >= n_full) {
-          softmax(j, alpha, any_rescale, TrueTag{}, mid);
+          softmax(j, alpha, any_rescale, TrueTag{}, pn, mid);
         } else {
-          softmax(j, alpha, any_rescale, FalseTag{}, mid);
+          softmax(j, alpha, any_rescale, FalseTag{}, pn, mid);
         }
       } else {
-        softmax(j, alpha, any_rescale, TrueTag{}, mid);
+        softmax(j, alpha, any_rescale, TrueTag{}, pn, mid);
       }
     };
     auto rescale = [&](const float (&alpha)[2], bool any_rescale) {
@@ -2120,48 +2130,79 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
         wg_fence_regs(s);
         release(k_empty(kslot(0)));
         if (nb == 1) release_q();
-        softmax_any(0, alpha, any, [] {});  // no P V in flight yet
-        pack();
-        for (int j = 1; j < nb; ++j) {
-          wait_k(j);
-          turn_wait();
-          issue_qk(j);
-          issue_pv(j - 1);
-          turn_pass();
-          asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-          wg_fence_regs(s);
-          release(k_empty(kslot(j)));
-          if (j == nb - 1) release_q();
-          // wg_v_release: P V of block j - 1 waited for and its V stage released before block j's
-          // softmax (before_softmax), between its two rows (mid_softmax) or after it (after_softmax).
-          // Written out three times: a shared lambda renumbers the PTX's registers.
-          if constexpr (kWgVRelease == 2) {
+        softmax_any(0, alpha, any, pf, [] {});  // no P V in flight yet
+        if constexpr (kTwoP) {
+          // wg_p_buffers=2: block j's softmax packs into the set P V of block j - 1 does not read
+          auto step = [&](int j, uint32_t (&pn)[KN][4], const uint32_t (&pp)[KN][4]) {
+            turn_wait();
+            issue_qk(j);
+            issue_pv(j - 1, pp);
+            turn_pass();
+            asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+            wg_fence_regs(s);
+            release(k_empty(kslot(j)));
+            if (j == nb - 1) release_q();
+            softmax_any(j, alpha, any, pn, [] {});
             wg_wait0();
             wg_fence_regs(o);
             release(v_empty(slot(j - 1)));
+            rescale(alpha, any);
+          };
+          for (int j = 1; j < nb; j += 2) {  // odd blocks' P in pg, even blocks' in pf
+            step(j, pg, pf);
+            if (j + 1 == nb) break;
+            step(j + 1, pf, pg);
           }
-          softmax_any(j, alpha, any, [&] {
-            if constexpr (kWgVRelease == 1) {
-              wg_fence_regs(s);  // the first row's probabilities first (else the wait moves up)
-              // a probe of V's full barrier (passed already: its next fill waits for this release)
-              // ends ptxas's basic block, which would otherwise hoist the wait above the first row
-              mbar_wait(v_full(slot(j - 1)), ((gb + uint32_t(j - 1)) / S) & 1u);
+          turn_wait();
+          if ((nb - 1) & 1) {
+            issue_pv(nb - 1, pg);
+          } else {
+            issue_pv(nb - 1, pf);
+          }
+          turn_pass();
+        } else {
+          pack();
+          for (int j = 1; j < nb; ++j) {
+            wait_k(j);
+            turn_wait();
+            issue_qk(j);
+            issue_pv(j - 1, pf);
+            turn_pass();
+            asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+            wg_fence_regs(s);
+            release(k_empty(kslot(j)));
+            if (j == nb - 1) release_q();
+            // wg_v_release: P V of block j - 1 waited for and its V stage released before block j's
+            // softmax (before_softmax), between its two rows (mid_softmax) or after it (after_softmax).
+            // Written out three times: a shared lambda renumbers the PTX's registers.
+            if constexpr (kWgVRelease == 2) {
               wg_wait0();
               wg_fence_regs(o);
               release(v_empty(slot(j - 1)));
             }
-          });
-          if constexpr (kWgVRelease == 0) {
-            wg_wait0();
-            wg_fence_regs(o);
-            release(v_empty(slot(j - 1)));
+            softmax_any(j, alpha, any, pf, [&] {
+              if constexpr (kWgVRelease == 1) {
+                wg_fence_regs(s);  // the first row's probabilities first (else the wait moves up)
+                // a probe of V's full barrier (passed already: its next fill waits for this release)
+                // ends ptxas's basic block, which would otherwise hoist the wait above the first row
+                mbar_wait(v_full(slot(j - 1)), ((gb + uint32_t(j - 1)) / S) & 1u);
+                wg_wait0();
+                wg_fence_regs(o);
+                release(v_empty(slot(j - 1)));
+              }
+            });
+            if constexpr (kWgVRelease == 0) {
+              wg_wait0();
+              wg_fence_regs(o);
+              release(v_empty(slot(j - 1)));
+            }
+            rescale(alpha, any);
+            pack();
           }
-          rescale(alpha, any);
-          pack();
+          turn_wait();
+          issue_pv(nb - 1, pf);
+          turn_pass();
         }
-        turn_wait();
-        issue_pv(nb - 1);
-        turn_pass();
         wg_wait0();
         wg_fence_regs(o);
         release(v_empty(slot(nb - 1)));
@@ -2178,11 +2219,11 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
         wg_fence_regs(s);
         release(k_empty(kslot(j)));
         if (j == nb - 1) release_q();
-        softmax_any(j, alpha, any, [] {});
+        softmax_any(j, alpha, any, pf, [] {});
         rescale(alpha, any);
-        pack();
+        if constexpr (!kTwoP) pack();  // wg_p_buffers=2: packed in the softmax (no P V in flight)
         turn_wait();
-        issue_pv(j);
+        issue_pv(j, pf);
         turn_pass();
         wg_wait0();
         wg_fence_regs(o);

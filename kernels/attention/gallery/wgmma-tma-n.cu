@@ -1191,6 +1191,7 @@ constexpr bool kWgSoloDecode = true;  // wg_solo_decode
 constexpr bool kWgKAhead = true;  // wg_kv_order=k_ahead
 constexpr bool kWgFullOrderM = true;  // wg_full_order=m_fastest
 constexpr bool kWgTilePublish = true;  // wg_tile_decode=producer
+constexpr bool kWgTwoP = true;  // wg_p_buffers=2
 constexpr int kRegsProducer = 40;
 constexpr int kRegsConsumer = 232;
 constexpr bool kWgWideD64 = true;  // wg_wide_d64
@@ -1925,8 +1926,9 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
 
     float s[BN / 2];     // S of the newest block, then its probabilities (fp32)
     uint32_t pf[KN][4];  // P of the block whose P V is next, as bf16 A fragments
-    // wg_p_buffers=2: P's second register set (d128, d256, the copy-engine build)
-    constexpr bool kTwoP = D >= 128 && kTma && (kPLongBlocks == 0 || kLong);  // wg_p_long_blocks: long calls only
+    // wg_p_buffers=2 (kWgTwoP): P's second register set (d128, d256, the copy-engine build)
+    // wg_p_long_blocks: long calls only
+    constexpr bool kTwoP = kWgTwoP && D >= 128 && kTma && (kPLongBlocks == 0 || kLong);
     uint32_t pg[kTwoP ? KN : 1][4];
 
     // wg_kv_wait=first (wg_load=tma, wg_pingpong): in the copy-engine build only the first consumer
@@ -2164,47 +2166,47 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
           }
           turn_pass();
         } else {
-        pack();
-        for (int j = 1; j < nb; ++j) {
-          wait_k(j);
-          turn_wait();
-          issue_qk(j);
-          issue_pv(j - 1, pf);
-          turn_pass();
-          asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-          wg_fence_regs(s);
-          release(k_empty(kslot(j)));
-          if (j == nb - 1) release_q();
-          // wg_v_release: P V of block j - 1 waited for and its V stage released before block j's
-          // softmax (before_softmax), between its two rows (mid_softmax) or after it (after_softmax).
-          // Written out three times: a shared lambda renumbers the PTX's registers.
-          if constexpr (kWgVRelease == 2) {
-            wg_wait0();
-            wg_fence_regs(o);
-            release(v_empty(slot(j - 1)));
-          }
-          softmax_any(j, alpha, any, pf, [&] {
-            if constexpr (kWgVRelease == 1) {
-              wg_fence_regs(s);  // the first row's probabilities first (else the wait moves up)
-              // a probe of V's full barrier (passed already: its next fill waits for this release)
-              // ends ptxas's basic block, which would otherwise hoist the wait above the first row
-              mbar_wait(v_full(slot(j - 1)), ((gb + uint32_t(j - 1)) / S) & 1u);
+          pack();
+          for (int j = 1; j < nb; ++j) {
+            wait_k(j);
+            turn_wait();
+            issue_qk(j);
+            issue_pv(j - 1, pf);
+            turn_pass();
+            asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+            wg_fence_regs(s);
+            release(k_empty(kslot(j)));
+            if (j == nb - 1) release_q();
+            // wg_v_release: P V of block j - 1 waited for and its V stage released before block j's
+            // softmax (before_softmax), between its two rows (mid_softmax) or after it (after_softmax).
+            // Written out three times: a shared lambda renumbers the PTX's registers.
+            if constexpr (kWgVRelease == 2) {
               wg_wait0();
               wg_fence_regs(o);
               release(v_empty(slot(j - 1)));
             }
-          });
-          if constexpr (kWgVRelease == 0) {
-            wg_wait0();
-            wg_fence_regs(o);
-            release(v_empty(slot(j - 1)));
+            softmax_any(j, alpha, any, pf, [&] {
+              if constexpr (kWgVRelease == 1) {
+                wg_fence_regs(s);  // the first row's probabilities first (else the wait moves up)
+                // a probe of V's full barrier (passed already: its next fill waits for this release)
+                // ends ptxas's basic block, which would otherwise hoist the wait above the first row
+                mbar_wait(v_full(slot(j - 1)), ((gb + uint32_t(j - 1)) / S) & 1u);
+                wg_wait0();
+                wg_fence_regs(o);
+                release(v_empty(slot(j - 1)));
+              }
+            });
+            if constexpr (kWgVRelease == 0) {
+              wg_wait0();
+              wg_fence_regs(o);
+              release(v_empty(slot(j - 1)));
+            }
+            rescale(alpha, any);
+            pack();
           }
-          rescale(alpha, any);
-          pack();
-        }
-        turn_wait();
-        issue_pv(nb - 1, pf);
-        turn_pass();
+          turn_wait();
+          issue_pv(nb - 1, pf);
+          turn_pass();
         }
         wg_wait0();
         wg_fence_regs(o);
