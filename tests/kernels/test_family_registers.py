@@ -33,7 +33,7 @@ def test_wg_v_release_moves_the_wait_for_the_previous_p_v_and_its_v_release_into
     order = ["if constexpr (kWgVRelease == 2) {", "softmax_any(j, alpha, any, pf, [&] {",
              "if constexpr (kWgVRelease == 1) {", "if constexpr (kWgVRelease == 0) {", "rescale(alpha, any);"]
     assert [loop.index(x) for x in order] == sorted(loop.index(x) for x in order)
-    done = ["wg_wait0();", "wg_fence_regs(o);", "release(v_empty(slot(j - 1)));"]
+    done = ["wg_wait0();", "wg_fence_regs(o);", "release_kv(v_empty(slot(j - 1)));"]
     for n in (0, 2):
         branch = loop.split(f"if constexpr (kWgVRelease == {n}) {{\n")[1].split("            }\n")[0]
         assert [x.strip() for x in branch.splitlines()] == done
@@ -123,7 +123,7 @@ def test_wg_p_buffers_packs_p_beside_the_exponentials_into_the_set_no_p_v_reads(
     step = two.split("auto step = [&](int j, uint32_t (&pn)[KN][4], const uint32_t (&pp)[KN][4]) {\n")[1]
     step = step.split("          };\n")[0]
     order = ["issue_qk(j);", "issue_pv(j - 1, pp);", "turn_pass();", "softmax_any(j, alpha, any, pn, [] {});",
-             "wg_wait0();", "release(v_empty(slot(j - 1)));", "rescale(alpha, any);"]
+             "wg_wait0();", "release_kv(v_empty(slot(j - 1)));", "rescale(alpha, any);"]
     assert [step.index(x) for x in order] == sorted(step.index(x) for x in order)
     loop = two.split("for (int j = 1; j < nb; j += 2) {")[1].split("          }\n")[0]
     assert [line.strip() for line in loop.strip().splitlines()[1:]] == [
@@ -161,8 +161,8 @@ def test_wg_p_long_blocks_sends_only_long_calls_to_the_two_set_instantiation() -
     # take the argument
     assert "    constexpr bool kTwoP = kWgTwoP && D >= 128 && kTma && (kPLongBlocks == 0 || kLong);" in src
     assert "constexpr long long kPLongBlocks = 0;  // wg_p_long_blocks" in base
-    assert src.count("template <int D, bool kTma, bool kSolo = false, bool kLong = false>\n") == 2
-    assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo, kLong>," in src
+    assert src.count("template <int D, bool kTma, bool kSolo = false, bool kLong = false, int kCl = 1>\n") == 2
+    assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo, kLong, kCl>," in src
     assert "constexpr long long kPLongBlocks = 64;  // wg_p_long_blocks" in src
     # the host: a long call (head dims with two sets only) takes the kLong launch; decode's solo
     # launch comes first and stays one-set, every other call takes the ordinary one-set kernel
@@ -187,9 +187,9 @@ def test_wg_p_long_blocks_sends_only_long_calls_to_the_two_set_instantiation() -
                for line in changed) and "constexpr long long kPLongBlocks = 64;  // wg_p_long_blocks" in changed
     # without the one-consumer decode launch the kernel keeps its kSolo argument (false) before kLong
     plain = render(parse_knobs("mma=wgmma,wg_load=tma,wg_p_buffers=2,wg_p_long_blocks=32"))
-    assert plain.count("template <int D, bool kTma, bool kSolo = false, bool kLong = false>\n") == 2
+    assert plain.count("template <int D, bool kTma, bool kSolo = false, bool kLong = false, int kCl = 1>\n") == 2
     assert "attn_fwd_sm90<D, true, false, true><<<grid, Sm90Cfg<D>::kThreads," in plain
-    assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo, kLong>," in plain
+    assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo, kLong, kCl>," in plain
 
 
 def _P_LONG_RULE_LINES(src: str) -> list[str]:
@@ -218,22 +218,24 @@ def test_wg_solo_decode_launches_calls_of_one_warpgroup_of_rows_on_a_one_consume
     assert not [str(f) for f in check_source(src) if f.blocking]
     kernel = src.split("__global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(")[1]
     kernel = kernel.split("\n}\n")[0]
-    assert src.count("template <int D, bool kTma, bool kSolo = false, bool kLong = false>\n") == 2  # kernel, prepare
+    head = "template <int D, bool kTma, bool kSolo = false, bool kLong = false, int kCl = 1>\n"
+    assert src.count(head) == 2  # kernel, prepare
     assert "  constexpr int HC = kSolo ? 1 : WgC<D>::HC;" in kernel
     # the empty barriers expect the launched consumers' warps; turns and register hand-over only
     # where a second consumer exists
-    assert kernel.count(", 4 * HC);") == 4 and "  constexpr int HC = kSolo ? 1 : WgC<D>::HC;" in base
+    assert kernel.count(", 4 * HC);") + kernel.count(", 4 * HC * kCl);") == 4
+    assert "  constexpr int HC = kSolo ? 1 : WgC<D>::HC;" in base
     assert kernel.count("if constexpr (HC > 1) asm volatile(\"setmaxnreg.") == 2
     assert kernel.count("if constexpr (kWgPingpong && HC > 1)") == 4 and "if constexpr (kWgPingpong) " not in kernel
     # the host: calls of at most 64 (packed) rows take the 256-thread launch, the rest the ordinary one
-    launch = src.split("  if (kWgSoloDecode && tma && s.mtotal <= 64) {  // wg_solo_decode")[1].split(
+    launch = src.split("if (kWgSoloDecode && tma && s.mtotal <= 64) {  // wg_solo_decode")[1].split(
         "  cudaError_t e = ")[0]
     assert ("    if constexpr (kWgSoloDecode) {\n"
             "      const int se = prepare_sm90<D, true, true>();\n      if (se != cudaSuccess) return se;\n"
             "      attn_fwd_sm90<D, true, true><<<grid, 256, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);\n"
             "    }\n  } else if (kPLongBlocks > 0 && tma && long_call<D>(a, s)) {") in launch
     assert "  } else if (tma) {\n    attn_fwd_sm90<D, true><<<grid, Sm90Cfg<D>::kThreads," in launch
-    assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo, kLong>," in src
+    assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo, kLong, kCl>," in src
     # nothing else moves: past the record, the file is the leader's but for the constant
     assert len(src.splitlines()) - len(base.splitlines()) == 1  # the record's line
     changed = set(src.splitlines()) - set(base.splitlines())
@@ -242,7 +244,8 @@ def test_wg_solo_decode_launches_calls_of_one_warpgroup_of_rows_on_a_one_consume
     # without three d64 consumers (wg_wide_d64) the count is kWgConsumers at every head dim (the second Q buffer's
     # barrier is there too, unused with one buffer)
     plain = render(parse_knobs("mma=wgmma,wg_load=tma,wg_decode=wgmma,wg_solo_decode=true"))
-    assert "  constexpr int HC = kSolo ? 1 : WgC<D>::HC;" in plain and plain.count(", 4 * HC);") == 4
+    assert "  constexpr int HC = kSolo ? 1 : WgC<D>::HC;" in plain
+    assert plain.count(", 4 * HC);") + plain.count(", 4 * HC * kCl);") == 4
     assert "struct WgC<64>" not in plain  # every head dim: HC = kWgConsumers
     assert "if constexpr (kWgPingpong) " not in plain and "attn_fwd_sm90<D, true, true><<<grid, 256," in plain
 
@@ -296,8 +299,8 @@ def test_wg_v_ring_deeper_gives_v_a_stage_more_than_k_where_shared_memory_holds_
     assert "% SK);" in qk and "/ SK) & 1u" in qk and "% S);" in pv and "/ S) & 1u" in pv and "SK" not in pv
     # three in the computing loops, one in wg_p_buffers=2's step, two in the loop of a warpgroup
     # without rows (wg_idle_rows)
-    assert "k_empty(slot(" not in src and src.count("release(k_empty(kslot(") == 6
-    assert "release(v_empty(slot(j - 1)));" in kernel and "v_empty(kslot(" not in src
+    assert "k_empty(slot(" not in src and src.count("release_kv(k_empty(kslot(") == 6
+    assert "release_kv(v_empty(slot(j - 1)));" in kernel and "v_empty(kslot(" not in src
     # with K waited for before the turn (wg_k_wait), that wait uses K's ring too
     kw = render(k.replace(wg_k_wait="before_turn").validate())
     assert "mbar_wait(k_full(int((gb + uint32_t(j)) % SK)), ((gb + uint32_t(j)) / SK) & 1u);" in kw

@@ -145,6 +145,7 @@ def sm90_constants(k: Knobs) -> str:
         f"constexpr bool kWgFullOrderM = {_b(k.wg_full_order == 'm_fastest')};  // wg_full_order={k.wg_full_order}",
         f"constexpr bool kWgTilePublish = {_b(k.wg_tile_decode == 'producer')};  // wg_tile_decode={k.wg_tile_decode}",
         f"constexpr bool kWgTwoP = {_b(k.wg_p_buffers == 2)};  // wg_p_buffers={k.wg_p_buffers}",
+        f"constexpr int kWgCluster = {k.wg_cluster};  // wg_cluster",
         f"constexpr int kRegsProducer = {REGS_PRODUCER};",
         f"constexpr int kRegsConsumer = {REGS_CONSUMER};",
         f"constexpr bool kWgWideD64 = {_b(k.wg_wide_d64)};  // wg_wide_d64",
@@ -159,7 +160,8 @@ def sm90_constants(k: Knobs) -> str:
            f"  static constexpr int HC = 3, RP = {REGS_WIDE_PRODUCER}, RC = {REGS_WIDE_CONSUMER};\n"
            "  static constexpr bool kMapsOnly = true;\n};"] if k.wg_wide_d64 else []),
         *(["// no copy-engine build in this file (where there is one, the kernel's own kTma and kSolo hide these)",
-            "constexpr bool kTma = false;", "constexpr bool kSolo = false;", "constexpr bool kLong = false;"]
+            "constexpr bool kTma = false;", "constexpr bool kSolo = false;", "constexpr bool kLong = false;",
+            "constexpr int kCl = 1;"]
           if k.wg_load == "cp_async" else []),
         "template <int D>",
         "struct WgBlockN;",
@@ -197,23 +199,6 @@ def _with_tma(text: str) -> str:
     return apply(text, "wg_load_tma", DEVICE=device, HOST=host)
 
 
-def _with_cluster(text: str) -> str:
-    """wg_cluster=2 on the whole rendered file (after every other Hopper edit)."""
-    text = apply(text, "wg_cluster")
-    # the stages' empty barriers count both CTAs' consumer warps (4 * HC each)
-    text, n = re.subn(r"(      mbar_init\(k_empty\(s\), 4 \* [\w:<>]+)\);\n"
-                      r"(      mbar_init\(v_empty\(s\), 4 \* [\w:<>]+)\);\n",
-                      r"\1 * kCl);  // wg_cluster: both CTAs' consumer warps\n\2 * kCl);\n", text)
-    if n != 1:
-        raise RuntimeError(f"template: expected one pair of empty-barrier inits, found {n}")
-    text = apply(text, "wg_cluster", "panels")
-    for bar in ("k_empty(", "v_empty("):
-        if text.count(f"release({bar}") < 2:
-            raise RuntimeError(f"template: expected the consumers' releases of {bar!r}")
-        text = text.replace(f"release({bar}", f"release_kv({bar}")
-    return text
-
-
 def sm90_section(k: Knobs) -> str:
     """The Hopper kernel (template_sm90.cu.in) with the splices of the setting's Hopper knobs."""
     text = inline_fragments(TEMPLATE_SM90.read_text()).replace("//@@SM90_CONSTANTS@@", sm90_constants(k))
@@ -236,8 +221,6 @@ def _with_hopper(text: str, k: Knobs) -> str:
     text = head + sm90_section(k) + anchor + tail
     if k.wg_load == "tma":
         text = apply(text, "wg_load_tma", "includes")
-    if k.wg_cluster == 2:
-        text = _with_cluster(text)
     return text
 
 

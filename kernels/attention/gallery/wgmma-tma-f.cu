@@ -1181,6 +1181,7 @@ constexpr bool kWgKAhead = false;  // wg_kv_order=kv
 constexpr bool kWgFullOrderM = false;  // wg_full_order=sections
 constexpr bool kWgTilePublish = true;  // wg_tile_decode=producer
 constexpr bool kWgTwoP = false;  // wg_p_buffers=1
+constexpr int kWgCluster = 1;  // wg_cluster
 constexpr int kRegsProducer = 40;
 constexpr int kRegsConsumer = 232;
 constexpr bool kWgWideD64 = true;  // wg_wide_d64
@@ -1309,6 +1310,20 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
 // The mbarrier gets one arrival when every cp.async this thread issued so far has landed.
 __device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+// wg_cluster=2: the CTA's rank in its cluster, and an arrival on the peer CTA's barrier at the same
+// shared-memory offset.
+__device__ __forceinline__ int cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return int(r);
+}
+__device__ __forceinline__ void mbar_arrive_peer(uint32_t bar, int peer) {
+  asm volatile(
+      "{\n.reg .b32 r;\nmapa.shared::cluster.u32 r, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [r];\n}\n" ::"r"(bar),
+      "r"(peer)
+      : "memory");
 }
 
 // wg_q_stages=2 (wg_load=tma): tile t's Q in buffer t % QS (WgQRing<D>::QS: 1 where two do not
@@ -1597,6 +1612,35 @@ __device__ __forceinline__ void tma_load_5d(uint32_t dst, const CUtensorMap* map
   }
 }
 
+// wg_cluster=2: a K/V panel copied into both CTAs of the cluster (multicast; cluster_rank and
+// mbar_arrive_peer are in the Hopper kernel's part, which the cp.async-only build has too).
+__device__ __forceinline__ void tma_load_4d_mc(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0,
+                                               int c1, int c2, int c3, uint16_t mask) {
+  if constexpr (kWgL2HintKv) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+        ".L2::cache_hint [%0], [%1, {%2, %3, %4, %5}], [%6], %7, %8;\n" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "h"(mask),
+        "l"(l2_policy_evict_last())
+        : "memory");
+  } else {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
+        "{%2, %3, %4, %5}], [%6], %7;\n" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "h"(mask)
+        : "memory");
+  }
+}
+template <int kCl>
+__device__ __forceinline__ void kv_load(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
+                                        int c2, int c3) {
+  if constexpr (kCl > 1) {
+    tma_load_4d_mc(dst, map, bar, c0, c1, c2, c3, uint16_t((1u << kCl) - 1u));
+  } else {
+    tma_load_4d(dst, map, bar, c0, c1, c2, c3);
+  }
+}
+
 __device__ __forceinline__ void tma_store_5d(const CUtensorMap* map, uint32_t src, int c0, int c1, int c2,
                                              int c3, int c4) {
   asm volatile("cp.async.bulk.tensor.5d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3, %4, %5}], "
@@ -1612,7 +1656,7 @@ __device__ __forceinline__ void tma_store_5d(const CUtensorMap* map, uint32_t sr
 // is not queued behind a V the consumers need later. K and V keep their own full/empty barriers,
 // so only the order of the waits and copies moves. K(j + 1) waits for K(j + 1 - S)'s release,
 // which the consumers give after S of that block, and needs nothing issued after it: no wait cycle.
-template <int D>
+template <int D, int kCl = 1>
 __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a, const Sched& sc,
                                                  const Sm90Maps& maps, uint32_t q_s, uint32_t k_s,
                                                  uint32_t v_s, uint32_t bars) {
@@ -1622,6 +1666,7 @@ __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a,
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&maps.k)) : "memory");
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&maps.v)) : "memory");
   const int step = kPersistent ? int(gridDim.x) : sc.tiles;
+  const int rank = kCl > 1 ? cluster_rank() : 0;  // wg_cluster: this CTA copies panels rank, rank + kCl, ...
   uint32_t gb = 0;  // K/V blocks loaded so far (stage ring position)
   int tc = 0;       // tiles so far (Q buffer phase)
   const bool dyn = kWgDynamic && sc.tile_counter != nullptr;  // wg_scheduler=dynamic on this call
@@ -1652,7 +1697,7 @@ __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a,
         const uint32_t dst = (is_k ? k_s : v_s) + st * C::kKVBytes;
         const CUtensorMap* map = is_k ? &maps.k : &maps.v;
 #pragma unroll
-        for (int p = 0; p < P; ++p) tma_load_4d(dst + p * BN * 128, map, full, p * 64, n0, x.kv_head, x.id.batch);
+        for (int p = rank; p < P; p += kCl) kv_load<kCl>(dst + p * BN * 128, map, full, p * 64, n0, x.kv_head, x.id.batch);
       }
     } else {
       for (int j = 0; j < x.nb; ++j) {
@@ -1665,13 +1710,13 @@ __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a,
         if (gj >= uint32_t(S)) mbar_wait(k_empty, ph ^ 1u);
         mbar_expect_tx(k_full, C::kKVBytes);
 #pragma unroll
-        for (int p = 0; p < P; ++p)
-          tma_load_4d(k_s + st * C::kKVBytes + p * BN * 128, &maps.k, k_full, p * 64, n0, x.kv_head, x.id.batch);
+        for (int p = rank; p < P; p += kCl)
+          kv_load<kCl>(k_s + st * C::kKVBytes + p * BN * 128, &maps.k, k_full, p * 64, n0, x.kv_head, x.id.batch);
         if (gj >= uint32_t(S)) mbar_wait(v_empty, ph ^ 1u);
         mbar_expect_tx(v_full, C::kKVBytes);
 #pragma unroll
-        for (int p = 0; p < P; ++p)
-          tma_load_4d(v_s + st * C::kKVBytes + p * BN * 128, &maps.v, v_full, p * 64, n0, x.kv_head, x.id.batch);
+        for (int p = rank; p < P; p += kCl)
+          kv_load<kCl>(v_s + st * C::kKVBytes + p * BN * 128, &maps.v, v_full, p * 64, n0, x.kv_head, x.id.batch);
       }
     }
     gb += uint32_t(x.nb);
@@ -1691,9 +1736,17 @@ __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a,
     slot_store(bars + 8 * C::kBars + C::kSlot * (tc & 1), sc.tiles);
     mbar_arrive(q_full_bar(bars, tc, C::QS, S));
   }
+  if constexpr (kCl > 1) {  // wg_cluster: every stage's last fill released by both CTAs' consumers
+    for (int st = 0; st < S; ++st) {
+      if (gb <= uint32_t(st)) continue;
+      const uint32_t last = uint32_t(st) + uint32_t(S) * ((gb - 1u - uint32_t(st)) / uint32_t(S));
+      mbar_wait(bars + 8 * (2 + 2 * S + st), (last / S) & 1u);
+      mbar_wait(bars + 8 * (2 + 3 * S + st), (last / S) & 1u);
+    }
+  }
 }
 
-template <int D, bool kTma, bool kSolo = false, bool kLong = false>
+template <int D, bool kTma, bool kSolo = false, bool kLong = false, int kCl = 1>
 __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
     const SocraticAttentionArgs a, const Sched sc, const __grid_constant__ Sm90Maps maps) {
   using C = Sm90Cfg<D>;
@@ -1731,8 +1784,8 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
     for (int s = 0; s < S; ++s) {
       mbar_init(k_full(s), kTma ? 1 : 128);
       mbar_init(v_full(s), kTma ? 1 : 128);
-      mbar_init(k_empty(s), 4 * HC);
-      mbar_init(v_empty(s), 4 * HC);
+      mbar_init(k_empty(s), 4 * HC * kCl);  // wg_cluster: both CTAs' consumer warps
+      mbar_init(v_empty(s), 4 * HC * kCl);
     }
     if constexpr (C::QS == 2) {
       mbar_init(q_full_bar(bars, 1, 2, S), kTma ? 1 : 128);
@@ -1741,6 +1794,9 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
+  if constexpr (kCl > 1) {  // wg_cluster: the peer's barriers are initialized before any copy or arrival
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+  }
 
   const int sq = a.seqlen_q, sk = a.seqlen_k;
   const int offset = sk - sq;
@@ -1751,7 +1807,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
     // ---- producer warpgroup: Q once, then K and V blocks into the stage ring ----
     if constexpr (HC > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(WgC<D>::RP));
     if constexpr (kTma) {
-      if (tid == 0) sm90_produce_tma<D>(a, sc, maps, q_s, k_s, v_s, bars);
+      if (tid == 0) sm90_produce_tma<D, kCl>(a, sc, maps, q_s, k_s, v_s, bars);
       return;
     }
     const int p = tid;  // 0..127
@@ -1831,6 +1887,15 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
   auto release = [&](uint32_t bar) {
     __syncwarp();
     if (lane == 0) mbar_arrive(bar);
+  };
+  // a K/V stage: with wg_cluster, the peer CTA's producer fills it too, so both hear of the release
+  const int peer = kCl > 1 ? cluster_rank() ^ 1 : 0;
+  auto release_kv = [&](uint32_t bar) {
+    __syncwarp();
+    if (lane == 0) {
+      mbar_arrive(bar);
+      if constexpr (kCl > 1) mbar_arrive_peer(bar, peer);
+    }
   };
   const float scale = a.softmax_scale;
   const float sl2 = scale * 1.4426950408889634f;
@@ -2085,12 +2150,12 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
           turn_pass();
           if (j < nb) {
             filled(k_full(slot(j)), j);
-            release(k_empty(kslot(j)));
+            release_kv(k_empty(kslot(j)));
             if (j == nb - 1) release_q();
           }
           if (j > 0) {
             filled(v_full(slot(j - 1)), j - 1);
-            release(v_empty(slot(j - 1)));
+            release_kv(v_empty(slot(j - 1)));
           }
         }
       } else {
@@ -2098,12 +2163,12 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
           turn_wait();
           turn_pass();
           filled(k_full(slot(j)), j);
-          release(k_empty(kslot(j)));
+          release_kv(k_empty(kslot(j)));
           if (j == nb - 1) release_q();
           turn_wait();
           turn_pass();
           filled(v_full(slot(j)), j);
-          release(v_empty(slot(j)));
+          release_kv(v_empty(slot(j)));
         }
       }
     } else if constexpr (kWgOverlap) {
@@ -2118,7 +2183,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
         turn_pass();
         wg_wait0();
         wg_fence_regs(s);
-        release(k_empty(kslot(0)));
+        release_kv(k_empty(kslot(0)));
         if (nb == 1) release_q();
         softmax_any(0, alpha, any, pf, [] {});  // no P V in flight yet
         if constexpr (kTwoP) {
@@ -2130,12 +2195,12 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
             turn_pass();
             asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
             wg_fence_regs(s);
-            release(k_empty(kslot(j)));
+            release_kv(k_empty(kslot(j)));
             if (j == nb - 1) release_q();
             softmax_any(j, alpha, any, pn, [] {});
             wg_wait0();
             wg_fence_regs(o);
-            release(v_empty(slot(j - 1)));
+            release_kv(v_empty(slot(j - 1)));
             rescale(alpha, any);
           };
           for (int j = 1; j < nb; j += 2) {  // odd blocks' P in pg, even blocks' in pf
@@ -2160,7 +2225,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
             turn_pass();
             asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
             wg_fence_regs(s);
-            release(k_empty(kslot(j)));
+            release_kv(k_empty(kslot(j)));
             if (j == nb - 1) release_q();
             // wg_v_release: P V of block j - 1 waited for and its V stage released before block j's
             // softmax (before_softmax), between its two rows (mid_softmax) or after it (after_softmax).
@@ -2168,7 +2233,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
             if constexpr (kWgVRelease == 2) {
               wg_wait0();
               wg_fence_regs(o);
-              release(v_empty(slot(j - 1)));
+              release_kv(v_empty(slot(j - 1)));
             }
             softmax_any(j, alpha, any, pf, [&] {
               if constexpr (kWgVRelease == 1) {
@@ -2178,13 +2243,13 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
                 mbar_wait(v_full(slot(j - 1)), ((gb + uint32_t(j - 1)) / S) & 1u);
                 wg_wait0();
                 wg_fence_regs(o);
-                release(v_empty(slot(j - 1)));
+                release_kv(v_empty(slot(j - 1)));
               }
             });
             if constexpr (kWgVRelease == 0) {
               wg_wait0();
               wg_fence_regs(o);
-              release(v_empty(slot(j - 1)));
+              release_kv(v_empty(slot(j - 1)));
             }
             rescale(alpha, any);
             pack();
@@ -2195,7 +2260,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
         }
         wg_wait0();
         wg_fence_regs(o);
-        release(v_empty(slot(nb - 1)));
+        release_kv(v_empty(slot(nb - 1)));
       }
     } else {
       for (int j = 0; j < nb; ++j) {
@@ -2207,7 +2272,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
         turn_pass();
         wg_wait0();
         wg_fence_regs(s);
-        release(k_empty(kslot(j)));
+        release_kv(k_empty(kslot(j)));
         if (j == nb - 1) release_q();
         softmax_any(j, alpha, any, pf, [] {});
         rescale(alpha, any);
@@ -2217,7 +2282,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
         turn_pass();
         wg_wait0();
         wg_fence_regs(o);
-        release(v_empty(slot(j)));
+        release_kv(v_empty(slot(j)));
       }
     }
 
@@ -2401,12 +2466,12 @@ bool long_call(const SocraticAttentionArgs* a, const Sched& s) {
   }
 }
 
-template <int D, bool kTma, bool kSolo = false, bool kLong = false>
+template <int D, bool kTma, bool kSolo = false, bool kLong = false, int kCl = 1>
 int prepare_sm90() {
   static bool done = false;
   static cudaError_t status = cudaSuccess;
   if (!done) {
-    status = cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo, kLong>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    status = cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo, kLong, kCl>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(Sm90Cfg<D>::kSmem));
     done = true;
   }
@@ -2562,7 +2627,31 @@ int launch_any(const SocraticAttentionArgs* a, cudaStream_t stream) {
       }
     }
   }
-  if (kWgSoloDecode && tma && s.mtotal <= 64) {  // wg_solo_decode: every row in the first consumer warpgroup
+  // wg_cluster=2: tiles in pairs of one K/V group (m_fastest sections of an even tile count)
+  bool clustered = false;
+  if constexpr (kWgCluster > 1 && D >= 128) {
+    if (tma && !a->causal && s.tiles % 2 == 0 && (s.l2_units * s.m_blocks) % 2 == 0 && grid % 2 == 0) {
+      const int ce = prepare_sm90<D, true, false, false, 2>();
+      if (ce != cudaSuccess) return ce;
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = dim3(unsigned(grid));
+      cfg.blockDim = dim3(unsigned(Sm90Cfg<D>::kThreads));
+      cfg.dynamicSmemBytes = Sm90Cfg<D>::kSmem;
+      cfg.stream = stream;
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeClusterDimension;
+      attr[0].val.clusterDim.x = 2;
+      attr[0].val.clusterDim.y = 1;
+      attr[0].val.clusterDim.z = 1;
+      cfg.attrs = attr;
+      cfg.numAttrs = 1;
+      const cudaError_t le = cudaLaunchKernelEx(&cfg, attn_fwd_sm90<D, true, false, false, 2>, *a, s, maps);
+      if (le != cudaSuccess) return le;
+      clustered = true;
+    }
+  }
+  if (clustered) {
+  } else if (kWgSoloDecode && tma && s.mtotal <= 64) {  // wg_solo_decode: every row in the first consumer warpgroup
     if constexpr (kWgSoloDecode) {
       const int se = prepare_sm90<D, true, true>();
       if (se != cudaSuccess) return se;

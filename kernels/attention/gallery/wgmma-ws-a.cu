@@ -1168,6 +1168,7 @@ constexpr bool kWgKAhead = false;  // wg_kv_order=kv
 constexpr bool kWgFullOrderM = false;  // wg_full_order=sections
 constexpr bool kWgTilePublish = false;  // wg_tile_decode=consumers
 constexpr bool kWgTwoP = false;  // wg_p_buffers=1
+constexpr int kWgCluster = 1;  // wg_cluster
 constexpr int kRegsProducer = 40;
 constexpr int kRegsConsumer = 232;
 constexpr bool kWgWideD64 = false;  // wg_wide_d64
@@ -1182,6 +1183,7 @@ struct WgC {
 constexpr bool kTma = false;
 constexpr bool kSolo = false;
 constexpr bool kLong = false;
+constexpr int kCl = 1;
 template <int D>
 struct WgBlockN;
 template <>
@@ -1295,6 +1297,20 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
 // The mbarrier gets one arrival when every cp.async this thread issued so far has landed.
 __device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+// wg_cluster=2: the CTA's rank in its cluster, and an arrival on the peer CTA's barrier at the same
+// shared-memory offset.
+__device__ __forceinline__ int cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return int(r);
+}
+__device__ __forceinline__ void mbar_arrive_peer(uint32_t bar, int peer) {
+  asm volatile(
+      "{\n.reg .b32 r;\nmapa.shared::cluster.u32 r, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [r];\n}\n" ::"r"(bar),
+      "r"(peer)
+      : "memory");
 }
 
 // wg_q_stages=2 (wg_load=tma): tile t's Q in buffer t % QS (WgQRing<D>::QS: 1 where two do not
@@ -1538,8 +1554,8 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
     for (int s = 0; s < S; ++s) {
       mbar_init(k_full(s), 128);
       mbar_init(v_full(s), 128);
-      mbar_init(k_empty(s), 4 * HC);
-      mbar_init(v_empty(s), 4 * HC);
+      mbar_init(k_empty(s), 4 * HC * kCl);  // wg_cluster: both CTAs' consumer warps
+      mbar_init(v_empty(s), 4 * HC * kCl);
     }
     if constexpr (C::QS == 2) {
       mbar_init(q_full_bar(bars, 1, 2, S), kTma ? 1 : 128);
@@ -1548,6 +1564,9 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
+  if constexpr (kCl > 1) {  // wg_cluster: the peer's barriers are initialized before any copy or arrival
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+  }
 
   const int sq = a.seqlen_q, sk = a.seqlen_k;
   const int offset = sk - sq;
@@ -1634,6 +1653,15 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
   auto release = [&](uint32_t bar) {
     __syncwarp();
     if (lane == 0) mbar_arrive(bar);
+  };
+  // a K/V stage: with wg_cluster, the peer CTA's producer fills it too, so both hear of the release
+  const int peer = kCl > 1 ? cluster_rank() ^ 1 : 0;
+  auto release_kv = [&](uint32_t bar) {
+    __syncwarp();
+    if (lane == 0) {
+      mbar_arrive(bar);
+      if constexpr (kCl > 1) mbar_arrive_peer(bar, peer);
+    }
   };
   const float scale = a.softmax_scale;
   const float sl2 = scale * 1.4426950408889634f;
@@ -1880,12 +1908,12 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
           turn_pass();
           if (j < nb) {
             filled(k_full(slot(j)), j);
-            release(k_empty(kslot(j)));
+            release_kv(k_empty(kslot(j)));
             if (j == nb - 1) release_q();
           }
           if (j > 0) {
             filled(v_full(slot(j - 1)), j - 1);
-            release(v_empty(slot(j - 1)));
+            release_kv(v_empty(slot(j - 1)));
           }
         }
       } else {
@@ -1893,12 +1921,12 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
           turn_wait();
           turn_pass();
           filled(k_full(slot(j)), j);
-          release(k_empty(kslot(j)));
+          release_kv(k_empty(kslot(j)));
           if (j == nb - 1) release_q();
           turn_wait();
           turn_pass();
           filled(v_full(slot(j)), j);
-          release(v_empty(slot(j)));
+          release_kv(v_empty(slot(j)));
         }
       }
     } else if constexpr (kWgOverlap) {
@@ -1913,7 +1941,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
         turn_pass();
         wg_wait0();
         wg_fence_regs(s);
-        release(k_empty(kslot(0)));
+        release_kv(k_empty(kslot(0)));
         if (nb == 1) release_q();
         softmax_any(0, alpha, any, pf, [] {});  // no P V in flight yet
         if constexpr (kTwoP) {
@@ -1925,12 +1953,12 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
             turn_pass();
             asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
             wg_fence_regs(s);
-            release(k_empty(kslot(j)));
+            release_kv(k_empty(kslot(j)));
             if (j == nb - 1) release_q();
             softmax_any(j, alpha, any, pn, [] {});
             wg_wait0();
             wg_fence_regs(o);
-            release(v_empty(slot(j - 1)));
+            release_kv(v_empty(slot(j - 1)));
             rescale(alpha, any);
           };
           for (int j = 1; j < nb; j += 2) {  // odd blocks' P in pg, even blocks' in pf
@@ -1955,7 +1983,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
             turn_pass();
             asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
             wg_fence_regs(s);
-            release(k_empty(kslot(j)));
+            release_kv(k_empty(kslot(j)));
             if (j == nb - 1) release_q();
             // wg_v_release: P V of block j - 1 waited for and its V stage released before block j's
             // softmax (before_softmax), between its two rows (mid_softmax) or after it (after_softmax).
@@ -1963,7 +1991,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
             if constexpr (kWgVRelease == 2) {
               wg_wait0();
               wg_fence_regs(o);
-              release(v_empty(slot(j - 1)));
+              release_kv(v_empty(slot(j - 1)));
             }
             softmax_any(j, alpha, any, pf, [&] {
               if constexpr (kWgVRelease == 1) {
@@ -1973,13 +2001,13 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
                 mbar_wait(v_full(slot(j - 1)), ((gb + uint32_t(j - 1)) / S) & 1u);
                 wg_wait0();
                 wg_fence_regs(o);
-                release(v_empty(slot(j - 1)));
+                release_kv(v_empty(slot(j - 1)));
               }
             });
             if constexpr (kWgVRelease == 0) {
               wg_wait0();
               wg_fence_regs(o);
-              release(v_empty(slot(j - 1)));
+              release_kv(v_empty(slot(j - 1)));
             }
             rescale(alpha, any);
             pack();
@@ -1990,7 +2018,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
         }
         wg_wait0();
         wg_fence_regs(o);
-        release(v_empty(slot(nb - 1)));
+        release_kv(v_empty(slot(nb - 1)));
       }
     } else {
       for (int j = 0; j < nb; ++j) {
@@ -2002,7 +2030,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
         turn_pass();
         wg_wait0();
         wg_fence_regs(s);
-        release(k_empty(kslot(j)));
+        release_kv(k_empty(kslot(j)));
         if (j == nb - 1) release_q();
         softmax_any(j, alpha, any, pf, [] {});
         rescale(alpha, any);
@@ -2012,7 +2040,7 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
         turn_pass();
         wg_wait0();
         wg_fence_regs(o);
-        release(v_empty(slot(j)));
+        release_kv(v_empty(slot(j)));
       }
     }
 
