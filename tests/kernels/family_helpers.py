@@ -71,3 +71,12 @@ def changed_lines(a: str, b: str) -> set[str]:
 
     return {line[1:] for line in difflib.unified_diff(a.splitlines(), b.splitlines(), lineterm="", n=0)
             if line[:1] in "+-" and not line.startswith(("+++", "---", "+//   ", "-//   "))}
+
+
+def sched_source(src: str) -> str:
+    """A rendered file's Sched (its forms and the `using` that picks one) with the constants that
+    pick it, for the host builds (g++) of the planner's code in the tests."""
+    knobs = src.split("// the Hopper scheduling knobs that shape Sched", 1)[1].split("\n", 1)[1].split("\n\n", 1)[0]
+    start = src.index("// Launch-time schedule")
+    end = src.index("\n", src.index("using Sched = ", start)) + 1
+    return knobs + "\n" + src[start:end]

@@ -32,7 +32,7 @@ def test_family_cli_shows_and_renders_l2_sections(tmp_path: Path, capsys: pytest
     out = tmp_path / "k.cu"
     args = parser.parse_args(["family", "render", "mma=wgmma,wg_l2_sections=32", "-o", str(out)])
     assert args.func(args) == 0
-    assert "kWgL2SectionBytes = 32LL * 1024 * 1024;" in out.read_text()
+    assert "constexpr int kWgL2Sections = 32;" in out.read_text()
     bad = parser.parse_args(["family", "render", "mma=wgmma,wg_l2_sections=32,grid_order=head_fastest"])
     assert bad.func(bad) == 2
 

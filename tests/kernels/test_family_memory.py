@@ -45,7 +45,7 @@ def test_tma_render_builds_maps_per_call_and_keeps_the_cp_async_fallback() -> No
     for needle in ("#include <cuda.h>", "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier",
                    "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier", "prefetch.tensormap",
                    "const __grid_constant__ Sm90Maps maps", "CU_TENSOR_MAP_SWIZZLE_128B",
-                   "mbar_init(k_full(s), kTma ? 1 : 128);", "sm90_produce_tma<D>(a, sc, maps",
+                   "mbar_init(k_full(s), kTma ? 1 : 128);", "sm90_produce_tma<D, kCl>(a, sc, maps",
                    "attn_fwd_sm90<D, true><<<", "attn_fwd_sm90<D, false><<<"):
         assert needle in src, needle
     # The maps come from the call's own strides (K and V interleaved in one buffer get theirs).
@@ -132,7 +132,8 @@ def test_q_ring_and_wide_d64_render_into_the_kernel_and_round_trip() -> None:
         "if (!sm90_maps<D>(a, gp, &maps)) return workspace<D>(a);",
     ):
         assert needle in src, needle
-    assert src.count("4 * HC)") == 4 and "  constexpr int HC = kSolo ? 1 : WgC<D>::HC;" in src
+    assert src.count("4 * HC)") + src.count("4 * HC * kCl)") == 4
+    assert "  constexpr int HC = kSolo ? 1 : WgC<D>::HC;" in src
     # 512 threads launch with 128 registers each: setmaxnreg may hand out no more than that.
     assert 128 * (REGS_WIDE_PRODUCER + 3 * REGS_WIDE_CONSUMER) <= 512 * 128
     assert f"HC = 3, RP = {REGS_WIDE_PRODUCER}, RC = {REGS_WIDE_CONSUMER};" in src
@@ -299,9 +300,11 @@ def test_wg_l2_hint_puts_an_eviction_policy_on_every_copy_engine_load() -> None:
         assert operands in hinted and "cache_hint" not in plain_copy
         assert f'asm("createpolicy.fractional.L2::evict_{policy}.b64 %0, 1.0;\\n" : "=l"(p));' in src
         assert len(_tensor_loads(body)) == 2 and len([x for x in _tensor_loads(body) if "cache_hint" in x]) == 1
-    # every K and V copy of the producer goes through the helper: no other 4d load in the file
+    # every K and V copy of the producer goes through the helpers (kv_load: tma_load_4d, or wg_cluster's
+    # multicast tma_load_4d_mc): no other 4d load in the file
     producer = src.split("void sm90_produce_tma(")[1].split("\n}\n")[0]
-    assert "tma_load_4d(" in producer and src.count("cp.async.bulk.tensor.4d") == 2
+    assert "kv_load<kCl>(" in producer and "tma_load_4d(" not in producer
+    assert src.count("cp.async.bulk.tensor.4d") == 4
     both = render(i.replace(wg_l2_hint="kv_last_q_first", wg_cluster=2).validate())
     assert "constexpr bool kWgL2HintQ = true;" in both
     mc = both.split("void tma_load_4d_mc(")[1].split("\n}\n")[0]

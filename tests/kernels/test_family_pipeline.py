@@ -123,19 +123,20 @@ def test_wg_idle_rows_skip_gives_a_warpgroup_without_rows_a_loop_without_product
     # P V of each next one, P V of the last), two a block without it
     overlap_idle, plain_idle = idle.split("      } else {\n")
     assert "for (int j = 0; j < nb + (nb > 0); ++j) {" in overlap_idle and overlap_idle.count("turn_wait();") == 1
-    overlap_busy = busy.split("    } else {\n")[0]
+    overlap_busy = busy.split("\n    } else {\n")[0]
+    # (the loop with one set of P registers: wg_p_buffers=2's is left out)
+    two_p, rest = overlap_busy.split("        if constexpr (kTwoP) {\n")
+    overlap_busy = two_p + rest.split("        } else {\n          pack();\n", 1)[1]
     assert overlap_busy.count("turn_wait();") == 3 and overlap_busy.count("for (int j = 1; j < nb; ++j) {") == 1
     assert plain_idle.count("turn_wait();") == 2 and plain_idle.count("turn_pass();") == 2
     # each block's K and V released once, after its full barrier; the Q buffer after the last K
     for part, v in ((overlap_idle, "j - 1"), (plain_idle, "j")):
-        assert "filled(k_full(slot(j)), j);\n" in part and part.count("release(k_empty(kslot(j)));") == 1
-        assert f"filled(v_full(slot({v})), {v});\n" in part and part.count(f"release(v_empty(slot({v})));") == 1
-        assert part.index("release(k_empty(kslot(j)));") < part.index("if (j == nb - 1) release_q();")
+        assert "filled(k_full(slot(j)), j);\n" in part and part.count("release_kv(k_empty(kslot(j)));") == 1
+        assert f"filled(v_full(slot({v})), {v});\n" in part and part.count(f"release_kv(v_empty(slot({v})));") == 1
+        assert part.index("release_kv(k_empty(kslot(j)));") < part.index("if (j == nb - 1) release_q();")
     assert "mbar_wait(bar, ((gb + uint32_t(j)) / S) & 1u);" in idle  # the block's fill phase
-    # with clusters its releases reach the peer CTA's barriers too
-    cl = render(k.replace(wg_cluster=2).validate())
-    cl_idle = cl.split("    if (idle) {\n")[1].split("    } else if constexpr (kWgOverlap) {\n")[0]
-    assert "release(k_empty(" not in cl_idle and cl_idle.count("release_kv(k_empty(kslot(j)));") == 2
+    # its K/V releases go through release_kv, which with clusters reaches the peer CTA's barriers too
+    assert "release(k_empty(" not in idle and idle.count("release_kv(k_empty(kslot(j)));") == 2
 
 
 # -- wg_block_n_d128=176: FA3's non-causal d128 key block -----------------------------------------
@@ -224,7 +225,8 @@ def test_wg_full_order_runs_a_kv_groups_m_blocks_side_by_side_without_the_causal
     f = gallery_f_knobs()
     src = render(f.replace(wg_full_order="m_fastest").validate())
     host = src.split("int launch_any(")[1].split("\n}\n")[0]
-    line = "  if (!a->causal) s.l2_units = s.gp > 1 ? 1 : a->heads_q / a->heads_kv;  // wg_full_order=m_fastest\n"
+    assert "constexpr bool kWgFullOrderM = true;  // wg_full_order=m_fastest" in src
+    line = "    if (kWgFullOrderM && !a->causal) s.l2_units = group;\n"
     # after the sections are sized, before the grid: one section per K/V group, so the order's unit
     # (r % group) and m block (r / group) walk the group's tiles with its query heads fastest
     assert host.index("s.l2_units = l2_section_units(") < host.index(line) < host.index("int grid = s.tiles;")
@@ -261,7 +263,8 @@ def test_wg_cluster_pairs_tiles_and_multicasts_each_kv_copy() -> None:
         assert "mbar_arrive_peer(bar, peer);" in kernel and "release(q_empty_bar(" in kernel
         # launched as clusters of two only at d128/d256, without the causal mask, for tiles in pairs
         host = src.split("int launch_any(")[1].split("\n}\n")[0]
-        assert "if constexpr (D >= 128) {" in host
+        assert "if constexpr (kWgCluster > 1 && D >= 128) {" in host
+        assert "constexpr int kWgCluster = 2;  // wg_cluster" in src
         assert ("if (tma && !a->causal && s.tiles % 2 == 0 && (s.l2_units * s.m_blocks) % 2 == 0 && "
                 "grid % 2 == 0) {") in host
         assert "attr[0].val.clusterDim.x = 2;" in host
@@ -288,7 +291,7 @@ def test_wg_kv_fence_keeps_the_proxy_fence_only_where_generic_writes_fill_the_st
         "constexpr bool kWgKvFenceCpAsync = false;  // wg_kv_fence=every_block",
         "constexpr bool kWgKvFenceCpAsync = true;  // wg_kv_fence=cp_async"}
     consumer = src.split("// ---- consumer warpgroups")[1].split("// Epilogue:")[0]
-    issue = {name: consumer.split(f"auto {name} = [&](int j) {{")[1].split("};")[0]
+    issue = {name: consumer.split(f"auto {name} = [&](int j")[1].split("};")[0]
              for name in ("issue_qk", "issue_pv")}
     for name, bar in (("issue_qk", "k_full"), ("issue_pv", "v_full")):
         body = issue[name]

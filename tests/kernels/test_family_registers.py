@@ -16,7 +16,7 @@ from kernels.attention.family import (
     render,
 )
 from tests.conftest import ROOT
-from tests.kernels.family_helpers import hopper_knob_on_leader_j
+from tests.kernels.family_helpers import changed_lines, hopper_knob_on_leader_j
 
 
 def test_wg_v_release_moves_the_wait_for_the_previous_p_v_and_its_v_release_into_the_softmax() -> None:
@@ -25,32 +25,32 @@ def test_wg_v_release_moves_the_wait_for_the_previous_p_v_and_its_v_release_into
         "mma=wgmma,wg_overlap=false,wg_v_release=before_softmax",
         r"wg_v_release=before_softmax .* it needs wg_overlap=True")
     base = render(j)
-    loop_of = lambda src: src.split("        for (int j = 1; j < nb; ++j) {\n")[1].split(  # noqa: E731
-        "        turn_wait();\n        issue_pv(nb - 1);\n")[0]
+    loop_of = lambda src: src.split("          for (int j = 1; j < nb; ++j) {\n")[1].split(  # noqa: E731
+        "          turn_wait();\n          issue_pv(nb - 1, pf);\n")[0]
     # every value is in every file: the wait for P V of block j - 1 and its V release run before
     # block j's softmax, inside it (a callback after its first row) or after it, then O's rescale
     loop = loop_of(base)
-    order = ["if constexpr (kWgVRelease == 2) {", "softmax_any(j, alpha, any, [&] {",
+    order = ["if constexpr (kWgVRelease == 2) {", "softmax_any(j, alpha, any, pf, [&] {",
              "if constexpr (kWgVRelease == 1) {", "if constexpr (kWgVRelease == 0) {", "rescale(alpha, any);"]
     assert [loop.index(x) for x in order] == sorted(loop.index(x) for x in order)
-    done = ["wg_wait0();", "wg_fence_regs(o);", "release(v_empty(slot(j - 1)));"]
+    done = ["wg_wait0();", "wg_fence_regs(o);", "release_kv(v_empty(slot(j - 1)));"]
     for n in (0, 2):
-        branch = loop.split(f"if constexpr (kWgVRelease == {n}) {{\n")[1].split("          }\n")[0]
+        branch = loop.split(f"if constexpr (kWgVRelease == {n}) {{\n")[1].split("            }\n")[0]
         assert [x.strip() for x in branch.splitlines()] == done
     # mid_softmax: a probe of the V stage's full barrier (passed already) comes first, and the first
     # row's probabilities before it
-    callback = loop.split("if constexpr (kWgVRelease == 1) {")[1].split("            }\n")[0]
+    callback = loop.split("if constexpr (kWgVRelease == 1) {")[1].split("              }\n")[0]
     order = ["wg_fence_regs(s);", "mbar_wait(v_full(slot(j - 1)), ((gb + uint32_t(j - 1)) / S) & 1u);", *done]
     assert [callback.index(x) for x in order] == sorted(callback.index(x) for x in order)
     softmax = base.split("    auto softmax = [&](int j, float (&alpha)[2], bool& any_rescale, auto masked_tag, "
-                         "auto mid) {\n")[1].split("\n    };\n")[0]
+                         "uint32_t (*pn)[4], auto mid) {\n")[1].split("\n    };\n")[0]
     assert softmax.endswith(
         "        l_run[h] = l_run[h] * al + rs;\n"
         "        if (h == 0) mid();  // wg_v_release=mid_softmax: between the two rows\n      }")
     # every call site passes a callback: the first block's and the plain loop's do nothing
-    assert base.count("softmax_any(0, alpha, any, [] {});") == 1
-    assert base.count("softmax_any(j, alpha, any, [] {});") == 1
-    assert base.count("softmax(j, alpha, any_rescale, TrueTag{}, mid);") == 2
+    assert base.count("softmax_any(0, alpha, any, pf, [] {});") == 1
+    assert base.count("softmax_any(j, alpha, any, pf, [] {});") == 1
+    assert base.count("softmax(j, alpha, any_rescale, TrueTag{}, pn, mid);") == 2
     assert "constexpr int kWgVRelease = 0;  // wg_v_release=after_softmax" in base
     for value, suffix, n in (("mid_softmax", "-vmid", 1), ("before_softmax", "-vbefore", 2)):
         k = j.replace(wg_v_release=value).validate()
@@ -94,12 +94,12 @@ def test_wg_p_buffers_packs_p_beside_the_exponentials_into_the_set_no_p_v_reads(
     assert k.slug().endswith("-p2") and k.recorded()["wg_p_buffers"] == 2
     base, src = render(j), render(k)
     assert not [str(f) for f in check_source(src) if f.blocking]
-    # only the consumers change: up to the producer's call, everything past the recorded setting is j's
-    head = "      if (tid == 0) sm90_produce_tma<D>(a, sc, maps, q_s, k_s, v_s, bars);\n"
-    assert src.split(head)[0].split("\n#include", 1)[1] == base.split(head)[0].split("\n#include", 1)[1]
+    # only the constant changes: the file past the recorded setting is j's but for kWgTwoP
+    assert changed_lines(base, src) == {"constexpr bool kWgTwoP = false;  // wg_p_buffers=1",
+                                        "constexpr bool kWgTwoP = true;  // wg_p_buffers=2"}
     # the second set exists where registers allow it: d128 and d256 of the copy-engine build
-    assert ("    constexpr bool kTwoP = D >= 128 && kTma && (kPLongBlocks == 0 || kLong);  // wg_p_long_blocks: long "
-            "calls only\n    uint32_t pg[kTwoP ? KN : 1][4];\n") in src
+    assert ("    constexpr bool kTwoP = kWgTwoP && D >= 128 && kTma && (kPLongBlocks == 0 || kLong);\n"
+            "    uint32_t pg[kTwoP ? KN : 1][4];\n") in src
     # the softmax packs each row's probabilities after its exponentials, into the fragment
     # registers pack() would have filled: the same layout, register for register
     softmax = src.split("auto masked_tag, uint32_t (*pn)[4], auto mid) {\n")[1].split("\n    };\n")[0]
@@ -119,11 +119,11 @@ def test_wg_p_buffers_packs_p_beside_the_exponentials_into_the_set_no_p_v_reads(
     # the overlapped loop: two steps a turn of the loop, the sets alternating; each step issues P V
     # of block j - 1 from the set block j - 1's softmax filled, then block j's softmax fills the
     # other one, before the wait for that P V
-    two = src.split("        if constexpr (kTwoP) {\n")[1].split("        } else {\n        pack();\n")[0]
+    two = src.split("        if constexpr (kTwoP) {\n")[1].split("        } else {\n          pack();\n")[0]
     step = two.split("auto step = [&](int j, uint32_t (&pn)[KN][4], const uint32_t (&pp)[KN][4]) {\n")[1]
     step = step.split("          };\n")[0]
     order = ["issue_qk(j);", "issue_pv(j - 1, pp);", "turn_pass();", "softmax_any(j, alpha, any, pn, [] {});",
-             "wg_wait0();", "release(v_empty(slot(j - 1)));", "rescale(alpha, any);"]
+             "wg_wait0();", "release_kv(v_empty(slot(j - 1)));", "rescale(alpha, any);"]
     assert [step.index(x) for x in order] == sorted(step.index(x) for x in order)
     loop = two.split("for (int j = 1; j < nb; j += 2) {")[1].split("          }\n")[0]
     assert [line.strip() for line in loop.strip().splitlines()[1:]] == [
@@ -133,9 +133,9 @@ def test_wg_p_buffers_packs_p_beside_the_exponentials_into_the_set_no_p_v_reads(
     tail = two.split("          turn_wait();\n          if ((nb - 1) & 1) {\n")[1]
     assert tail.startswith("            issue_pv(nb - 1, pg);\n          } else {\n            issue_pv(nb - 1, pf);\n")
     # d64 and the cp.async build keep one set, packed once P V of block j - 1 is done
-    one = src.split("        } else {\n        pack();\n")[1].split("        issue_pv(nb - 1, pf);\n")[0]
+    one = src.split("        } else {\n          pack();\n")[1].split("          issue_pv(nb - 1, pf);\n")[0]
     assert one.index("issue_pv(j - 1, pf);") < one.index("softmax_any(j, alpha, any, pf, [&] {") < one.index(
-        "if constexpr (kWgVRelease == 0) {") < one.index("          pack();")
+        "if constexpr (kWgVRelease == 0) {") < one.index("            pack();")
     # the block-by-block loop (no P V in flight in the softmax) packs inside it with two sets
     plain = src.split("    } else {\n      for (int j = 0; j < nb; ++j) {\n")[1]
     assert "        if constexpr (!kTwoP) pack();" in plain.split("issue_pv(j, pf);")[0]
@@ -159,10 +159,10 @@ def test_wg_p_long_blocks_sends_only_long_calls_to_the_two_set_instantiation() -
     assert not [str(f) for f in check_source(src) if f.blocking]
     # the second set only in the kLong instantiation (with a block count); the kernel and its prepare
     # take the argument
-    assert "    constexpr bool kTwoP = D >= 128 && kTma && (kPLongBlocks == 0 || kLong);" in src
+    assert "    constexpr bool kTwoP = kWgTwoP && D >= 128 && kTma && (kPLongBlocks == 0 || kLong);" in src
     assert "constexpr long long kPLongBlocks = 0;  // wg_p_long_blocks" in base
-    assert src.count("template <int D, bool kTma, bool kSolo = false, bool kLong = false>\n") == 2
-    assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo, kLong>," in src
+    assert src.count("template <int D, bool kTma, bool kSolo = false, bool kLong = false, int kCl = 1>\n") == 2
+    assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo, kLong, kCl>," in src
     assert "constexpr long long kPLongBlocks = 64;  // wg_p_long_blocks" in src
     # the host: a long call (head dims with two sets only) takes the kLong launch; decode's solo
     # launch comes first and stays one-set, every other call takes the ordinary one-set kernel
@@ -187,9 +187,9 @@ def test_wg_p_long_blocks_sends_only_long_calls_to_the_two_set_instantiation() -
                for line in changed) and "constexpr long long kPLongBlocks = 64;  // wg_p_long_blocks" in changed
     # without the one-consumer decode launch the kernel keeps its kSolo argument (false) before kLong
     plain = render(parse_knobs("mma=wgmma,wg_load=tma,wg_p_buffers=2,wg_p_long_blocks=32"))
-    assert plain.count("template <int D, bool kTma, bool kSolo = false, bool kLong = false>\n") == 2
+    assert plain.count("template <int D, bool kTma, bool kSolo = false, bool kLong = false, int kCl = 1>\n") == 2
     assert "attn_fwd_sm90<D, true, false, true><<<grid, Sm90Cfg<D>::kThreads," in plain
-    assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo, kLong>," in plain
+    assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo, kLong, kCl>," in plain
 
 
 def _P_LONG_RULE_LINES(src: str) -> list[str]:
@@ -218,22 +218,24 @@ def test_wg_solo_decode_launches_calls_of_one_warpgroup_of_rows_on_a_one_consume
     assert not [str(f) for f in check_source(src) if f.blocking]
     kernel = src.split("__global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(")[1]
     kernel = kernel.split("\n}\n")[0]
-    assert src.count("template <int D, bool kTma, bool kSolo = false, bool kLong = false>\n") == 2  # kernel, prepare
+    head = "template <int D, bool kTma, bool kSolo = false, bool kLong = false, int kCl = 1>\n"
+    assert src.count(head) == 2  # kernel, prepare
     assert "  constexpr int HC = kSolo ? 1 : WgC<D>::HC;" in kernel
     # the empty barriers expect the launched consumers' warps; turns and register hand-over only
     # where a second consumer exists
-    assert kernel.count(", 4 * HC);") == 4 and "  constexpr int HC = kSolo ? 1 : WgC<D>::HC;" in base
+    assert kernel.count(", 4 * HC);") + kernel.count(", 4 * HC * kCl);") == 4
+    assert "  constexpr int HC = kSolo ? 1 : WgC<D>::HC;" in base
     assert kernel.count("if constexpr (HC > 1) asm volatile(\"setmaxnreg.") == 2
     assert kernel.count("if constexpr (kWgPingpong && HC > 1)") == 4 and "if constexpr (kWgPingpong) " not in kernel
     # the host: calls of at most 64 (packed) rows take the 256-thread launch, the rest the ordinary one
-    launch = src.split("  if (kWgSoloDecode && tma && s.mtotal <= 64) {  // wg_solo_decode")[1].split(
+    launch = src.split("if (kWgSoloDecode && tma && s.mtotal <= 64) {  // wg_solo_decode")[1].split(
         "  cudaError_t e = ")[0]
     assert ("    if constexpr (kWgSoloDecode) {\n"
             "      const int se = prepare_sm90<D, true, true>();\n      if (se != cudaSuccess) return se;\n"
             "      attn_fwd_sm90<D, true, true><<<grid, 256, Sm90Cfg<D>::kSmem, stream>>>(*a, s, maps);\n"
             "    }\n  } else if (kPLongBlocks > 0 && tma && long_call<D>(a, s)) {") in launch
     assert "  } else if (tma) {\n    attn_fwd_sm90<D, true><<<grid, Sm90Cfg<D>::kThreads," in launch
-    assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo, kLong>," in src
+    assert "cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo, kLong, kCl>," in src
     # nothing else moves: past the record, the file is the leader's but for the constant
     assert len(src.splitlines()) - len(base.splitlines()) == 1  # the record's line
     changed = set(src.splitlines()) - set(base.splitlines())
@@ -242,7 +244,8 @@ def test_wg_solo_decode_launches_calls_of_one_warpgroup_of_rows_on_a_one_consume
     # without three d64 consumers (wg_wide_d64) the count is kWgConsumers at every head dim (the second Q buffer's
     # barrier is there too, unused with one buffer)
     plain = render(parse_knobs("mma=wgmma,wg_load=tma,wg_decode=wgmma,wg_solo_decode=true"))
-    assert "  constexpr int HC = kSolo ? 1 : WgC<D>::HC;" in plain and plain.count(", 4 * HC);") == 4
+    assert "  constexpr int HC = kSolo ? 1 : WgC<D>::HC;" in plain
+    assert plain.count(", 4 * HC);") + plain.count(", 4 * HC * kCl);") == 4
     assert "struct WgC<64>" not in plain  # every head dim: HC = kWgConsumers
     assert "if constexpr (kWgPingpong) " not in plain and "attn_fwd_sm90<D, true, true><<<grid, 256," in plain
 
@@ -292,11 +295,12 @@ def test_wg_v_ring_deeper_gives_v_a_stage_more_than_k_where_shared_memory_holds_
     assert "mbar_wait(k_empty(sk), ((gj / SK) & 1u) ^ 1u);" in cp_async and "cp_async_arrive(k_full(sk));" in cp_async
     assert "mbar_wait(v_empty(st), ph ^ 1u);" in cp_async and "const int st = int(gj % S);" in cp_async
     qk = kernel.split("auto issue_qk = [&](int j) {\n")[1].split("    };\n")[0]
-    pv = kernel.split("auto issue_pv = [&](int j) {\n")[1].split("    };\n")[0]
+    pv = kernel.split("auto issue_pv = [&](int j, const uint32_t (&pa)[KN][4]) {\n")[1].split("    };\n")[0]
     assert "% SK);" in qk and "/ SK) & 1u" in qk and "% S);" in pv and "/ S) & 1u" in pv and "SK" not in pv
-    # three in the computing loops, two in the loop of a warpgroup without rows (wg_idle_rows)
-    assert "k_empty(slot(" not in src and src.count("release(k_empty(kslot(") == 5
-    assert "release(v_empty(slot(j - 1)));" in kernel and "v_empty(kslot(" not in src
+    # three in the computing loops, one in wg_p_buffers=2's step, two in the loop of a warpgroup
+    # without rows (wg_idle_rows)
+    assert "k_empty(slot(" not in src and src.count("release_kv(k_empty(kslot(") == 6
+    assert "release_kv(v_empty(slot(j - 1)));" in kernel and "v_empty(kslot(" not in src
     # with K waited for before the turn (wg_k_wait), that wait uses K's ring too
     kw = render(k.replace(wg_k_wait="before_turn").validate())
     assert "mbar_wait(k_full(int((gb + uint32_t(j)) % SK)), ((gb + uint32_t(j)) / SK) & 1u);" in kw
@@ -318,6 +322,9 @@ def test_wg_k_wait_before_turn_waits_for_k_before_the_warpgroup_takes_its_turn()
         # the turn issues only: issue_qk's wait for K is wg_k_wait=in_turn's
         assert "if (!kWgKBeforeTurn && " in issue_qk and "wgmma_ss<BN>(s, " in issue_qk
         consumers = src.split("    auto issue_qk = [&](int j) {\n")[1].split("    // Epilogue:")[0]
+        # (wg_p_buffers=2's loop, which wg_k_wait=before_turn does not run with, left out)
+        two_p, rest = consumers.split("        if constexpr (kTwoP) {\n")
+        consumers = two_p + rest.split("        } else {\n          pack();\n", 1)[1]
         # every S = Q K^T of the computing loops: K waited for, then the turn, then the wgmmas
         issues = re.findall(r"\n( *)turn_wait\(\);\n\1issue_qk\((\w+)\);", consumers)
         assert len(issues) == 3 and all(
@@ -328,7 +335,7 @@ def test_wg_k_wait_before_turn_waits_for_k_before_the_warpgroup_takes_its_turn()
                           "mbar_wait(k_full(int((gb + uint32_t(j)) % SK)), ((gb + uint32_t(j)) / SK) & 1u);")
         # V's wait stays inside the turn, between the two products
         assert "mbar_wait(v_full(st), ((gb + uint32_t(j)) / S) & 1u);" in src.split(
-            "    auto issue_pv = [&](int j) {\n")[1].split("    };\n")[0]
+            "    auto issue_pv = [&](int j, const uint32_t (&pa)[KN][4]) {\n")[1].split("    };\n")[0]
 
 
 def test_wg_kv_wait_first_leaves_the_waits_to_the_first_warpgroup_in_the_turn_order() -> None:
@@ -347,14 +354,14 @@ def test_wg_kv_wait_first_leaves_the_waits_to_the_first_warpgroup_in_the_turn_or
     for name, bar, wait in (("issue_qk", "k_full", "if (!kWgKBeforeTurn && (!kWgKvWaitFirst || !kTma || c == 0))\n"
                                                      "        mbar_wait"),
                             ("issue_pv", "v_full", "if (!kWgKvWaitFirst || !kTma || c == 0) mbar_wait")):
-        body = consumer.split(f"auto {name} = [&](int j) {{")[1].split("};")[0]
+        body = consumer.split(f"auto {name} = [&](int j")[1].split("};")[0]
         ring = "SK" if bar == "k_full" else "S"  # K's ring and V's (wg_v_ring)
         assert f"{wait}({bar}(st), ((gb + uint32_t(j)) / {ring}) & 1u);" in body
     assert "constexpr bool kWgKvWaitFirst = true;  // wg_kv_wait=first" in src
     # consumer 0 takes the first turn, and every issue sits inside a turn, so the others issue a
     # block's wgmmas only after consumer 0 has waited for it
     assert "if (c == WgC<D>::HC - 1) asm volatile(\"bar.arrive 1, 256;\\n\" ::: \"memory\");" in consumer
-    calls = re.findall(r"turn_wait\(\);|issue_qk\(\w+(?: - 1)?\);|issue_pv\(\w+(?: - 1)?\);|turn_pass\(\);",
+    calls = re.findall(r"turn_wait\(\);|issue_qk\(\w+(?: - 1)?\);|issue_pv\(\w+(?: - 1)?, \w+\);|turn_pass\(\);",
                        consumer.split("if constexpr (kWgOverlap) {")[1])
     inside = False
     for call in calls:
@@ -364,5 +371,6 @@ def test_wg_kv_wait_first_leaves_the_waits_to_the_first_warpgroup_in_the_turn_or
             inside = False
         else:
             assert inside, calls
-    # the Q buffer's wait stays with every warpgroup (each reads its tile from the slot after it)
-    assert consumer.count("mbar_wait(q_full_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS) & 1u);") == 2
+    # the Q buffer's wait stays with every warpgroup (each reads its tile from the slot after it; the
+    # text also holds wg_tile_decode=consumers' read of the index alone, which this file does not take)
+    assert consumer.count("mbar_wait(q_full_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS) & 1u);") == 3

@@ -22,7 +22,7 @@ from kernels.attention.family import (
 )
 from kernels.attention.family.space import covering_sample
 from tests.conftest import HAS_NVCC, ROOT
-from tests.kernels.family_helpers import assert_spill_free, changed_lines
+from tests.kernels.family_helpers import assert_spill_free, changed_lines, sched_source
 
 needs_nvcc = pytest.mark.skipif(not HAS_NVCC, reason="nvcc not installed")
 
@@ -51,28 +51,30 @@ def test_l2_sections_render_one_decode_call_and_round_trip() -> None:
     k = base.replace(wg_l2_sections=16).validate()
     src = render(k)
     assert not [str(f) for f in check_source(src) if f.blocking]
-    assert "constexpr long long kWgL2SectionBytes = 16LL * 1024 * 1024;" in src
+    assert "constexpr int kWgL2Sections = 16;  // wg_l2_sections" in src
+    assert "constexpr long long kWgL2SectionBytes = kWgL2Sections * 1024LL * 1024;" in src
     # sm90_tile is where the producers (cp.async and tensor-map) and the consumers decode a tile;
     # the host sizes the sections once per call, after the split-KV choice, into Sched::l2_units
     # (the group of query heads sharing a K/V head: heads_q / heads_kv, or 1 where the grid's
     # heads are K/V heads), so no tile pays for the sizing's 64-bit division.
     assert src.count("decode_tile_l2(tile, sc, a.batch)") == 1
-    assert src.count("  int l2_units;") == 1
-    sizing = ("  s.l2_units = l2_section_units(s, a->batch, a->seqlen_k, a->head_dim,\n"
-              "                               s.gp > 1 ? 1 : a->heads_q / a->heads_kv);\n"
-              "  if (s.tiles <= 0) return cudaSuccess;")
+    assert src.count("  int l2_units;") == 2 and "using Sched = SchedOf<(kWgL2Sections > 0), kWgDynamic>;" in src
+    sizing = "    s.l2_units = l2_section_units(s, a->batch, a->seqlen_k, a->head_dim, group);\n"
     assert src.count(sizing) == 1
+    assert src.index(sizing) < src.index("  if (s.tiles <= 0) return cudaSuccess;", src.index(sizing))
     assert src.index("s.splits = 1;\n      s.tiles = s.m_blocks") < src.index(sizing)
     decode = src.split("__device__ __forceinline__ TileId decode_tile_l2(", 1)[1].split("\n}\n", 1)[0]
     assert "long long" not in decode and "kWgL2SectionBytes" not in decode
     assert src.count("sm90_tile<BM, BN>(tile, a, sc)") == 3
     sm90 = src.split("struct Sm90Tile {", 1)[1]
-    assert "decode_tile(tile, sc, a.batch)" not in sm90
+    assert "  if constexpr (kWgL2Sections > 0) x.id = decode_tile_l2(tile, sc, a.batch);" in sm90
     header = src.split("Knob setting:", 1)[1].split("#include", 1)[0]
     record = json.loads("\n".join(line[5:] for line in header.splitlines() if line.startswith("//   ")))
     assert record["wg_l2_sections"] == 16 and parse_knobs(json.dumps(record)) == k
-    # Off (the gallery files): not recorded and not rendered.
-    assert "wg_l2_sections" not in render(base) and "decode_tile_l2" not in render(base)
+    # Off (the gallery files): not recorded, and Sched has no l2_units field.
+    off = render(base)
+    assert "wg_l2_sections" not in off.split("Knob setting:", 1)[1].split("#include", 1)[0]
+    assert "constexpr int kWgL2Sections = 0;" in off and "decode_tile_l2(tile, sc, a.batch)" in off
 
 
 _ORDER_MAIN = r"""
@@ -103,7 +105,7 @@ def _section_order(tmp_path: Path, src: str) -> Any:
 
     if not shutil.which("g++"):
         pytest.skip("g++ not installed")
-    sched = "struct Sched {" + src.split("struct Sched {", 1)[1].split("};", 1)[0] + "};\n"
+    sched = sched_source(src)
     tile_id = "struct TileId {" + src.split("struct TileId {", 1)[1].split("};", 1)[0] + "};\n"
     start = src.index("constexpr long long kWgL2SectionBytes")
     fn = src[start:src.index("template <int BM, int BN>\n__device__ __forceinline__ Sm90Tile sm90_tile(")]
@@ -276,13 +278,16 @@ def test_wg_scheduler_dynamic_renders_the_claim_and_its_counter_and_static_keeps
     assert src.count("atomicAdd(sc.tile_counter, 1u)") == 1
     assert src.count("slot_store(") == 3 and src.count("slot_load(") == 2  # definitions included
     # the consumers of the copy-engine instantiation read the slot; the cp.async one never does
-    assert "const bool dyn = kTma && sc.tile_counter != nullptr;" in src
+    assert "const bool dyn = kWgDynamic && kTma && sc.tile_counter != nullptr;" in src
+    assert "constexpr bool kWgDynamic = true;  // wg_scheduler=dynamic" in src
+    assert "unsigned int* tile_counter;" in src.split("using Sched = SchedOf<(kWgL2Sections > 0), kWgDynamic>;")[0]
     # the host zeroes the counter on the stream for causal calls with more tiles than CTAs, and
     # asks for its 16 bytes (after the split partials) on every call that may use it
     assert "if (tma && a->causal && s.tiles > grid) {  // wg_scheduler=dynamic" in src
     assert "cudaMemsetAsync(s.tile_counter, 0, sizeof(unsigned int), stream)" in src
-    assert "if (a->causal && s.tiles > num_sms()) return ((need + 15ull) & ~15ull) + 16;" in src
-    assert "static constexpr size_t kSmem = size_t(kSlotOff + 16) + 1024;" in src
+    assert "if (kWgDynamic && a->causal && s.tiles > num_sms()) return ((need + 15ull) & ~15ull) + 16;" in src
+    assert "static constexpr int kSlotBytes = kWgDynamic ? 2 * kSlot : 0;" in src
+    assert "static constexpr int kSlot = kWgTilePublish ? 48 : 4;" in src  # one word a slot here
     assert json.loads(src.split("Knob setting:")[1].split("#include")[0].replace("//   ", ""))[
         "wg_scheduler"] == "dynamic"
 
@@ -335,7 +340,7 @@ def _balanced_splits(tmp_path: Path, src: str) -> Any:
         pytest.skip("g++ not installed")
     contract = (ROOT / "kernels" / "attention" / "contract.h").read_text()
     args = "typedef struct {" + contract.split("typedef struct {", 1)[1].split("} SocraticAttentionArgs;")[0]
-    sched = "struct Sched {" + src.split("struct Sched {", 1)[1].split("};", 1)[0] + "};\n"
+    sched = sched_source(src)
     fn = src[src.index("inline int balanced_splits("):src.index("template <int D>\nSched plan_sm90(")]
     prog = tmp_path / "splits.cpp"
     cost = "constexpr int kWgSplitCost = " + src.split("constexpr int kWgSplitCost = ")[1].split(";")[0] + ";\n"
@@ -435,7 +440,8 @@ def test_wg_tile_decode_producer_publishes_the_whole_decode_and_the_end_in_eithe
     assert render(e.replace(wg_tile_decode="consumers")) == (gallery / "wgmma-tma-e.cu").read_text()
     src = render(e.replace(wg_tile_decode="producer"))
     assert not [str(f) for f in check_source(src) if f.blocking]
-    assert "static constexpr size_t kSmem = size_t(kSlotOff + 96) + 1024;" in src
+    assert "constexpr bool kWgTilePublish = true;  // wg_tile_decode=producer" in src
+    assert "static constexpr int kSlot = kWgTilePublish ? 48 : 4;" in src  # two 48-byte slots
     # the slot's words: what tile_publish stores at each offset, tile_read loads from the same one
     publish = src.split("void tile_publish(")[1].split("\n}\n")[0]
     read = src.split("int tile_read(")[1].split("\n}\n")[0]
@@ -450,13 +456,14 @@ def test_wg_tile_decode_producer_publishes_the_whole_decode_and_the_end_in_eithe
     producer = src.split("void sm90_produce_tma(")[1].split("\n}\n")[0]
     consumer = src.split("// ---- consumer warpgroups")[1].split("const TileId id = x.id;")[0]
     # the producer publishes every tile and, in the static order too, the end
-    assert "tile_publish(bars + 8 * C::kBars + 48 * (tc & 1), tile, x);" in producer
-    assert "if (dyn) {  // no tile left" not in producer
-    assert "slot_store(bars + 8 * C::kBars + 48 * (tc & 1), sc.tiles);" in producer
+    assert "if constexpr (kWgTilePublish) tile_publish(bars + 8 * C::kBars + C::kSlot * (tc & 1), tile, x);" in producer
+    assert "  if (kWgTilePublish || dyn) {\n" in producer
+    assert "slot_store(bars + 8 * C::kBars + C::kSlot * (tc & 1), sc.tiles);" in producer
     # the copy-engine consumers read it after the Q buffer's full barrier and never decode; the
     # cp.async build (no publishing producer thread) still does
-    tma, cp_async = consumer.split("if constexpr (kTma) {")[1].split("} else {")
-    assert tma.index("mbar_wait(q_full_bar(") < tma.index("tile = tile_read(bars + 8 * C::kBars + 48 * (tc & 1), x);")
+    tma, cp_async = consumer.split("if constexpr (kWgTilePublish && kTma) {")[1].split("} else {", 1)
+    read_slot = "tile = tile_read(bars + 8 * C::kBars + C::kSlot * (tc & 1), x);"
+    assert tma.index("mbar_wait(q_full_bar(") < tma.index(read_slot)
     assert "sm90_tile<" not in tma and "x = sm90_tile<BM, BN>(tile, a, sc);" in cp_async
     # no division of a row index without a GQA pack
     assert "r / sc.gp;" not in src.split("// ---- consumer warpgroups")[1].split("template <int D>")[0].replace(

@@ -61,6 +61,9 @@ def knob_constants(k: Knobs) -> str:
         f"constexpr bool kDecodeTile = {_b(k.decode_tile != 'off')};  // decode_tile={k.decode_tile}",
         f"constexpr int kSplitCombine = {_COMBINE[k.split_combine]};  // split_combine={k.split_combine}",
         f"constexpr bool kCombinePdl = {_b(k.wg_combine_pdl)};  // wg_combine_pdl",
+        "// the Hopper scheduling knobs that shape Sched (0 / false with mma=mma_sync)",
+        f"constexpr int kWgL2Sections = {k.wg_l2_sections};  // wg_l2_sections (MB of L2 a section; 0: none)",
+        f"constexpr bool kWgDynamic = {_b(k.wg_scheduler == 'dynamic')};  // wg_scheduler={k.wg_scheduler}",
         "",
         "template <int D, bool Dec>",
         "struct TileOf;",
@@ -139,6 +142,10 @@ def sm90_constants(k: Knobs) -> str:
         f"constexpr int kWgVRelease = {_V_RELEASE[k.wg_v_release]};  // wg_v_release={k.wg_v_release}",
         f"constexpr bool kWgSoloDecode = {_b(k.wg_solo_decode)};  // wg_solo_decode",
         f"constexpr bool kWgKAhead = {_b(k.wg_kv_order == 'k_ahead')};  // wg_kv_order={k.wg_kv_order}",
+        f"constexpr bool kWgFullOrderM = {_b(k.wg_full_order == 'm_fastest')};  // wg_full_order={k.wg_full_order}",
+        f"constexpr bool kWgTilePublish = {_b(k.wg_tile_decode == 'producer')};  // wg_tile_decode={k.wg_tile_decode}",
+        f"constexpr bool kWgTwoP = {_b(k.wg_p_buffers == 2)};  // wg_p_buffers={k.wg_p_buffers}",
+        f"constexpr int kWgCluster = {k.wg_cluster};  // wg_cluster",
         f"constexpr int kRegsProducer = {REGS_PRODUCER};",
         f"constexpr int kRegsConsumer = {REGS_CONSUMER};",
         f"constexpr bool kWgWideD64 = {_b(k.wg_wide_d64)};  // wg_wide_d64",
@@ -153,7 +160,9 @@ def sm90_constants(k: Knobs) -> str:
            f"  static constexpr int HC = 3, RP = {REGS_WIDE_PRODUCER}, RC = {REGS_WIDE_CONSUMER};\n"
            "  static constexpr bool kMapsOnly = true;\n};"] if k.wg_wide_d64 else []),
         *(["// no copy-engine build in this file (where there is one, the kernel's own kTma and kSolo hide these)",
-            "constexpr bool kTma = false;", "constexpr bool kSolo = false;"] if k.wg_load == "cp_async" else []),
+            "constexpr bool kTma = false;", "constexpr bool kSolo = false;", "constexpr bool kLong = false;",
+            "constexpr int kCl = 1;"]
+          if k.wg_load == "cp_async" else []),
         "template <int D>",
         "struct WgBlockN;",
     ]
@@ -190,23 +199,6 @@ def _with_tma(text: str) -> str:
     return apply(text, "wg_load_tma", DEVICE=device, HOST=host)
 
 
-def _with_cluster(text: str) -> str:
-    """wg_cluster=2 on the whole rendered file (after every other Hopper edit)."""
-    text = apply(text, "wg_cluster")
-    # the stages' empty barriers count both CTAs' consumer warps (4 * HC each)
-    text, n = re.subn(r"(      mbar_init\(k_empty\(s\), 4 \* [\w:<>]+)\);\n"
-                      r"(      mbar_init\(v_empty\(s\), 4 \* [\w:<>]+)\);\n",
-                      r"\1 * kCl);  // wg_cluster: both CTAs' consumer warps\n\2 * kCl);\n", text)
-    if n != 1:
-        raise RuntimeError(f"template: expected one pair of empty-barrier inits, found {n}")
-    text = apply(text, "wg_cluster", "panels")
-    for bar in ("k_empty(", "v_empty("):
-        if text.count(f"release({bar}") < 2:
-            raise RuntimeError(f"template: expected the consumers' releases of {bar!r}")
-        text = text.replace(f"release({bar}", f"release_kv({bar}")
-    return text
-
-
 def sm90_section(k: Knobs) -> str:
     """The Hopper kernel (template_sm90.cu.in) with the splices of the setting's Hopper knobs."""
     text = inline_fragments(TEMPLATE_SM90.read_text()).replace("//@@SM90_CONSTANTS@@", sm90_constants(k))
@@ -216,8 +208,6 @@ def sm90_section(k: Knobs) -> str:
         text = apply(text, "wg_epilogue")
     if k.wg_epilogue == "tma":
         text = apply(text, "wg_epilogue", "tma")
-    if k.wg_p_buffers == 2:
-        text = apply(text, "wg_p_buffers")
     return text.replace("//@@SM90_WGMMA@@", wgmma_wrappers({k.wg_block_n(d) for d in HEAD_DIMS}, set(HEAD_DIMS)))
 
 
@@ -231,16 +221,6 @@ def _with_hopper(text: str, k: Knobs) -> str:
     text = head + sm90_section(k) + anchor + tail
     if k.wg_load == "tma":
         text = apply(text, "wg_load_tma", "includes")
-    if k.wg_l2_sections:
-        text = apply(text, "wg_l2_sections", MB=k.wg_l2_sections)
-        if k.wg_full_order == "m_fastest":
-            text = apply(text, "wg_l2_sections", "full_order")
-    if k.wg_scheduler == "dynamic":
-        text = apply(text, "wg_scheduler")
-    if k.wg_tile_decode == "producer":
-        text = apply(text, "wg_tile_decode")
-    if k.wg_cluster == 2:
-        text = _with_cluster(text)
     return text
 
 

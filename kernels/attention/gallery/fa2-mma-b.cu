@@ -51,6 +51,9 @@ constexpr int kDecodeKvWarps = 1;  // decode_kv_warps
 constexpr bool kDecodeTile = true;  // decode_tile=16x32x1
 constexpr int kSplitCombine = 0;  // split_combine=serial
 constexpr bool kCombinePdl = false;  // wg_combine_pdl
+// the Hopper scheduling knobs that shape Sched (0 / false with mma=mma_sync)
+constexpr int kWgL2Sections = 0;  // wg_l2_sections (MB of L2 a section; 0: none)
+constexpr bool kWgDynamic = false;  // wg_scheduler=static
 
 template <int D, bool Dec>
 struct TileOf;
@@ -190,17 +193,48 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
-// Launch-time schedule, computed on the host (see plan()).
-struct Sched {
+// Launch-time schedule, computed on the host (see plan()), which the kernels take by value. The
+// Hopper scheduling knobs' fields sit after `tiles` only where the setting has them (elsewhere the
+// name is a constant that nothing reads), so a setting's kernels take only its own parameters. Each
+// form is written out whole: a base class holding the common fields renumbers the PTX's registers.
+template <bool kL2Units, bool kTileCounter>
+struct SchedOf {
   int gp;          // query heads packed per tile row group (1: no GQA packing)
   int mtotal;      // packed query rows per (batch, head group) = seqlen_q * gp
   int m_blocks;    // tiles along the packed query rows
   int heads_grid;  // heads_kv when packing, else heads_q
   int splits;      // split-KV factor (1: none)
   int tiles;       // m_blocks * heads_grid * batch * splits
+  int l2_units;    // wg_l2_sections: units (head, batch, split) per section
+  unsigned int* tile_counter;  // wg_scheduler=dynamic: tiles claimed past the first wave (null: round robin)
   float* ws_o;     // split partial outputs, fp32 [splits][batch][heads_q][seqlen_q][D]
   float2* ws_ml;   // split (max in log2 units, sum) [splits][batch][heads_q][seqlen_q]
 };
+template <>
+struct SchedOf<true, false> {
+  int gp, mtotal, m_blocks, heads_grid, splits, tiles;
+  int l2_units;
+  static constexpr unsigned int* tile_counter = nullptr;
+  float* ws_o;
+  float2* ws_ml;
+};
+template <>
+struct SchedOf<false, true> {
+  int gp, mtotal, m_blocks, heads_grid, splits, tiles;
+  static constexpr int l2_units = 0;
+  unsigned int* tile_counter;
+  float* ws_o;
+  float2* ws_ml;
+};
+template <>
+struct SchedOf<false, false> {
+  int gp, mtotal, m_blocks, heads_grid, splits, tiles;
+  static constexpr int l2_units = 0;
+  static constexpr unsigned int* tile_counter = nullptr;
+  float* ws_o;
+  float2* ws_ml;
+};
+using Sched = SchedOf<(kWgL2Sections > 0), kWgDynamic>;
 
 struct TrueTag {
   static constexpr bool value = true;

@@ -82,6 +82,9 @@ constexpr int kDecodeKvWarps = 2;  // decode_kv_warps
 constexpr bool kDecodeTile = true;  // decode_tile=32x64x2
 constexpr int kSplitCombine = 3;  // split_combine=burst
 constexpr bool kCombinePdl = false;  // wg_combine_pdl
+// the Hopper scheduling knobs that shape Sched (0 / false with mma=mma_sync)
+constexpr int kWgL2Sections = 32;  // wg_l2_sections (MB of L2 a section; 0: none)
+constexpr bool kWgDynamic = true;  // wg_scheduler=dynamic
 
 template <int D, bool Dec>
 struct TileOf;
@@ -221,8 +224,12 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
-// Launch-time schedule, computed on the host (see plan()).
-struct Sched {
+// Launch-time schedule, computed on the host (see plan()), which the kernels take by value. The
+// Hopper scheduling knobs' fields sit after `tiles` only where the setting has them (elsewhere the
+// name is a constant that nothing reads), so a setting's kernels take only its own parameters. Each
+// form is written out whole: a base class holding the common fields renumbers the PTX's registers.
+template <bool kL2Units, bool kTileCounter>
+struct SchedOf {
   int gp;          // query heads packed per tile row group (1: no GQA packing)
   int mtotal;      // packed query rows per (batch, head group) = seqlen_q * gp
   int m_blocks;    // tiles along the packed query rows
@@ -234,6 +241,31 @@ struct Sched {
   float* ws_o;     // split partial outputs, fp32 [splits][batch][heads_q][seqlen_q][D]
   float2* ws_ml;   // split (max in log2 units, sum) [splits][batch][heads_q][seqlen_q]
 };
+template <>
+struct SchedOf<true, false> {
+  int gp, mtotal, m_blocks, heads_grid, splits, tiles;
+  int l2_units;
+  static constexpr unsigned int* tile_counter = nullptr;
+  float* ws_o;
+  float2* ws_ml;
+};
+template <>
+struct SchedOf<false, true> {
+  int gp, mtotal, m_blocks, heads_grid, splits, tiles;
+  static constexpr int l2_units = 0;
+  unsigned int* tile_counter;
+  float* ws_o;
+  float2* ws_ml;
+};
+template <>
+struct SchedOf<false, false> {
+  int gp, mtotal, m_blocks, heads_grid, splits, tiles;
+  static constexpr int l2_units = 0;
+  static constexpr unsigned int* tile_counter = nullptr;
+  float* ws_o;
+  float2* ws_ml;
+};
+using Sched = SchedOf<(kWgL2Sections > 0), kWgDynamic>;
 
 struct TrueTag {
   static constexpr bool value = true;
@@ -1156,6 +1188,10 @@ constexpr bool kWgEpilogueOneQ = true;  // wg_epilogue_one_q
 constexpr int kWgVRelease = 0;  // wg_v_release=after_softmax
 constexpr bool kWgSoloDecode = true;  // wg_solo_decode
 constexpr bool kWgKAhead = true;  // wg_kv_order=k_ahead
+constexpr bool kWgFullOrderM = true;  // wg_full_order=m_fastest
+constexpr bool kWgTilePublish = true;  // wg_tile_decode=producer
+constexpr bool kWgTwoP = true;  // wg_p_buffers=2
+constexpr int kWgCluster = 1;  // wg_cluster
 constexpr int kRegsProducer = 40;
 constexpr int kRegsConsumer = 232;
 constexpr bool kWgWideD64 = true;  // wg_wide_d64
@@ -1289,6 +1325,20 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
 __device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
+// wg_cluster=2: the CTA's rank in its cluster, and an arrival on the peer CTA's barrier at the same
+// shared-memory offset.
+__device__ __forceinline__ int cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return int(r);
+}
+__device__ __forceinline__ void mbar_arrive_peer(uint32_t bar, int peer) {
+  asm volatile(
+      "{\n.reg .b32 r;\nmapa.shared::cluster.u32 r, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [r];\n}\n" ::"r"(bar),
+      "r"(peer)
+      : "memory");
+}
 
 // wg_q_stages=2 (wg_load=tma): tile t's Q in buffer t % QS (WgQRing<D>::QS: 1 where two do not
 // fit or the knob is 1), so the producer loads the next tile's Q as soon as the tile before last
@@ -1361,10 +1411,34 @@ struct Sm90Cfg {
   static_assert(S >= SK, "V's ring is at least as deep as K's");
   static constexpr int kBarOff = QS * kQBytes + (SK + S) * kKVBytes;
   static constexpr int kBars = 2 * QS + 4 * S;  // q_full, q_empty, k/v_full, k/v_empty
-  static constexpr int kSlotOff = kBarOff + 8 * kBars;  // wg_scheduler=dynamic: two tile slots
-  static constexpr size_t kSmem = size_t(kSlotOff + 96) + 1024;  // 48-byte slots; + alignment slack
+  // wg_scheduler=dynamic: two tile slots after the mbarriers, of one word (the index) or, with
+  // wg_tile_decode=producer, 48 bytes (the whole decode)
+  static constexpr int kSlotOff = kBarOff + 8 * kBars;
+  static constexpr int kSlot = kWgTilePublish ? 48 : 4;
+  static constexpr int kSlotBytes = kWgDynamic ? 2 * kSlot : 0;
+  static constexpr size_t kSmem = size_t(kSlotOff + kSlotBytes) + 1024;  // + alignment slack
   static_assert(BN % 16 == 0 && BN <= 256, "block_n must be a multiple of 16, at most 256");
 };
+
+// wg_scheduler=dynamic (persistent, wg_q_stages=2, the copy-engine producer): on a causal call with
+// more tiles than CTAs, a CTA's first tile is its block index as before, and each later one is
+// claimed by its producer from a counter in the workspace (grid + the counter's old value), so the
+// tiles still start in heavy_first's order but each goes to the CTA that is free first instead of
+// every gridDim.x-th one (round robin leaves the CTAs that drew heavy tiles working long after the
+// others; FA3 schedules causal tiles this way too). The producer leaves the claimed index in one of
+// two slots beside the Q ring and arms the Q buffer's full barrier; the consumers read it after
+// waiting on that barrier. Past the last tile it leaves `tiles` there and arrives on the barrier
+// without a copy, which ends the consumers' loop. The host zeroes the counter on the stream before
+// every such launch (the harness poisons the workspace); workspace_any asks for its 16 bytes.
+// The tile slots (two 32-bit words after the mbarriers).
+__device__ __forceinline__ void slot_store(uint32_t addr, int v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ int slot_load(uint32_t addr) {
+  int v;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
 
 // One tile's place in the problem and its key-block range (shared by producer and consumers).
 // wg_epilogue=smem: shared-memory stores and loads by address.
@@ -1380,23 +1454,21 @@ __device__ __forceinline__ uint4 lds_b128(uint32_t addr) {
   return v;
 }
 
-// wg_scheduler=dynamic: the tile slots (two 32-bit words after the mbarriers).
-__device__ __forceinline__ void slot_store(uint32_t addr, int v) {
-  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
-}
-__device__ __forceinline__ int slot_load(uint32_t addr) {
-  int v;
-  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
-  return v;
-}
-
 struct Sm90Tile {
   TileId id;
   int m0, kv_head, hbase;
   int b_lo, nb;  // key blocks [b_lo, b_lo + nb) of this tile's split
   int n_full;    // key blocks below n_full need no mask
 };
-// wg_tile_decode=producer: a tile's decode in its slot (12 words, the last unused; word 0 the index).
+// wg_tile_decode=producer (wg_scheduler=dynamic): the copy-engine producer decodes each tile once
+// (sm90_tile: the section order's divisions, the GQA head, the causal key range) and leaves the
+// whole decode, not just the index, in the tile's slot beside its Q; the consumers read it after
+// the Q buffer's full barrier, whichever order the call takes (the producer marks the end in the
+// static order too). Measured on the H200 (Nsight Compute, d128 s512 full), each consumer warp
+// spent about 436 instructions with eight integer divisions before a tile's first wgmma, 14% of
+// the samples, where FA3 spends 38. The consumers' query row -> (query, head) mapping also skips
+// its division when no GQA group is packed (gp 1). The cp.async build decodes as before.
+// A tile's decode in its slot (12 words, the last unused; word 0 the index).
 __device__ __forceinline__ void tile_publish(uint32_t addr, int tile, const Sm90Tile& x) {
   asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(tile), "r"(x.id.mb),
                "r"(x.id.head), "r"(x.id.batch) : "memory");
@@ -1420,13 +1492,18 @@ __device__ __forceinline__ int tile_read(uint32_t addr, Sm90Tile& x) {
   return tile;
 }
 
-// wg_l2_sections=32: heavy first inside sections of (head, batch, split) units whose distinct
-// K and V fit in 32 MB of L2, so the m blocks that read one K/V head run within a section of
-// each other (with one grid-wide heavy-first order they are a whole layer of units apart, and at
-// short sequences that layer's K/V overflows L2: every m block re-reads its K/V from HBM).
-// group: the units (query heads, adjacent: kv head = head / group) that read one K/V head; 1 when
-// the grid's heads are K/V heads (GQA packing) or there is no GQA. A section is whole groups.
-constexpr long long kWgL2SectionBytes = 32LL * 1024 * 1024;
+// wg_l2_sections=N (kWgL2Sections MB): the Hopper kernel's tiles (and so the order the persistent CTAs
+// take them in) go heavy first inside sections of (head, batch, split) units whose distinct K and V
+// fit in N MB of L2, so the m blocks that read one K/V head run within a section of each other (with
+// one grid-wide heavy-first order they are a whole layer of units apart, and at short sequences that
+// layer's K/V overflows L2: every m block re-reads its K/V from HBM). The budget is counted in K/V
+// units (kv head, batch, split): without GQA packing the grid's heads are query heads and the `group`
+// of them that share a K/V head are adjacent (kv head = head / group), so a section is a whole number
+// of groups; with packing the grid's heads are K/V heads already (group 1). A call whose whole K/V
+// fits is one section, exactly grid_order=heavy_first. The host sizes the sections once per call
+// (Sched::l2_units); the producers and the consumers all decode tiles through sm90_tile, so one call
+// there is the whole change on the device.
+constexpr long long kWgL2SectionBytes = kWgL2Sections * 1024LL * 1024;
 // Units per section, once per call on the host (after the split-KV choice): the tile decode
 // below runs for every tile in every producer and consumer, and this has a 64-bit division.
 inline int l2_section_units(const Sched& s, int batch, int seqlen_k, int head_dim, int group) {
@@ -1462,7 +1539,8 @@ template <int BM, int BN>
 __device__ __forceinline__ Sm90Tile sm90_tile(int tile, const SocraticAttentionArgs& a, const Sched& sc) {
   Sm90Tile x;
   const int sk = a.seqlen_k, offset = a.seqlen_k - a.seqlen_q;
-  x.id = decode_tile_l2(tile, sc, a.batch);
+  if constexpr (kWgL2Sections > 0) x.id = decode_tile_l2(tile, sc, a.batch);  // wg_l2_sections
+  else x.id = decode_tile(tile, sc, a.batch);
   x.m0 = x.id.mb * BM;
   x.kv_head = sc.gp > 1 ? x.id.head : x.id.head / (a.heads_q / a.heads_kv);
   x.hbase = sc.gp > 1 ? x.id.head * sc.gp : x.id.head;
@@ -1548,6 +1626,35 @@ __device__ __forceinline__ void tma_load_5d(uint32_t dst, const CUtensorMap* map
   }
 }
 
+// wg_cluster=2: a K/V panel copied into both CTAs of the cluster (multicast; cluster_rank and
+// mbar_arrive_peer are in the Hopper kernel's part, which the cp.async-only build has too).
+__device__ __forceinline__ void tma_load_4d_mc(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0,
+                                               int c1, int c2, int c3, uint16_t mask) {
+  if constexpr (kWgL2HintKv) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+        ".L2::cache_hint [%0], [%1, {%2, %3, %4, %5}], [%6], %7, %8;\n" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "h"(mask),
+        "l"(l2_policy_evict_last())
+        : "memory");
+  } else {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
+        "{%2, %3, %4, %5}], [%6], %7;\n" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "h"(mask)
+        : "memory");
+  }
+}
+template <int kCl>
+__device__ __forceinline__ void kv_load(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
+                                        int c2, int c3) {
+  if constexpr (kCl > 1) {
+    tma_load_4d_mc(dst, map, bar, c0, c1, c2, c3, uint16_t((1u << kCl) - 1u));
+  } else {
+    tma_load_4d(dst, map, bar, c0, c1, c2, c3);
+  }
+}
+
 __device__ __forceinline__ void tma_store_5d(const CUtensorMap* map, uint32_t src, int c0, int c1, int c2,
                                              int c3, int c4) {
   asm volatile("cp.async.bulk.tensor.5d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3, %4, %5}], "
@@ -1563,7 +1670,7 @@ __device__ __forceinline__ void tma_store_5d(const CUtensorMap* map, uint32_t sr
 // is not queued behind a V the consumers need later. K and V keep their own full/empty barriers,
 // so only the order of the waits and copies moves. K(j + 1) waits for K(j + 1 - S)'s release,
 // which the consumers give after S of that block, and needs nothing issued after it: no wait cycle.
-template <int D>
+template <int D, int kCl = 1>
 __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a, const Sched& sc,
                                                  const Sm90Maps& maps, uint32_t q_s, uint32_t k_s,
                                                  uint32_t v_s, uint32_t bars) {
@@ -1573,14 +1680,16 @@ __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a,
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&maps.k)) : "memory");
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&maps.v)) : "memory");
   const int step = kPersistent ? int(gridDim.x) : sc.tiles;
+  const int rank = kCl > 1 ? cluster_rank() : 0;  // wg_cluster: this CTA copies panels rank, rank + kCl, ...
   uint32_t gb = 0;  // K/V blocks loaded so far (stage ring position)
   int tc = 0;       // tiles so far (Q buffer phase)
-  const bool dyn = sc.tile_counter != nullptr;  // wg_scheduler=dynamic on this call
-  for (int tile = blockIdx.x; tile < sc.tiles; ++tc) {
+  const bool dyn = kWgDynamic && sc.tile_counter != nullptr;  // wg_scheduler=dynamic on this call
+  for (int tile = blockIdx.x; tile < sc.tiles; tile += kWgDynamic ? 0 : step, ++tc) {
     const Sm90Tile x = sm90_tile<BM, BN>(tile, a, sc);
     if (tc >= C::QS) mbar_wait(q_empty_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS - 1) & 1u);
     const uint32_t q_full = q_full_bar(bars, tc, C::QS, S);
-    tile_publish(bars + 8 * C::kBars + 48 * (tc & 1), tile, x);  // wg_tile_decode=producer: published by the arrival below
+    if constexpr (kWgTilePublish) tile_publish(bars + 8 * C::kBars + C::kSlot * (tc & 1), tile, x);  // wg_tile_decode=producer
+    else if (dyn) slot_store(bars + 8 * C::kBars + C::kSlot * (tc & 1), tile);  // published by the arrival below
     const uint32_t q_cur = q_s + uint32_t(tc % C::QS) * C::kQBytes;  // this tile's Q buffer
     mbar_expect_tx(q_full, C::kQBytes);
 #pragma unroll
@@ -1602,7 +1711,7 @@ __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a,
         const uint32_t dst = (is_k ? k_s : v_s) + st * C::kKVBytes;
         const CUtensorMap* map = is_k ? &maps.k : &maps.v;
 #pragma unroll
-        for (int p = 0; p < P; ++p) tma_load_4d(dst + p * BN * 128, map, full, p * 64, n0, x.kv_head, x.id.batch);
+        for (int p = rank; p < P; p += kCl) kv_load<kCl>(dst + p * BN * 128, map, full, p * 64, n0, x.kv_head, x.id.batch);
       }
     } else {
       for (int j = 0; j < x.nb; ++j) {
@@ -1615,31 +1724,43 @@ __device__ __forceinline__ void sm90_produce_tma(const SocraticAttentionArgs& a,
         if (gj >= uint32_t(S)) mbar_wait(k_empty, ph ^ 1u);
         mbar_expect_tx(k_full, C::kKVBytes);
 #pragma unroll
-        for (int p = 0; p < P; ++p)
-          tma_load_4d(k_s + st * C::kKVBytes + p * BN * 128, &maps.k, k_full, p * 64, n0, x.kv_head, x.id.batch);
+        for (int p = rank; p < P; p += kCl)
+          kv_load<kCl>(k_s + st * C::kKVBytes + p * BN * 128, &maps.k, k_full, p * 64, n0, x.kv_head, x.id.batch);
         if (gj >= uint32_t(S)) mbar_wait(v_empty, ph ^ 1u);
         mbar_expect_tx(v_full, C::kKVBytes);
 #pragma unroll
-        for (int p = 0; p < P; ++p)
-          tma_load_4d(v_s + st * C::kKVBytes + p * BN * 128, &maps.v, v_full, p * 64, n0, x.kv_head, x.id.batch);
+        for (int p = rank; p < P; p += kCl)
+          kv_load<kCl>(v_s + st * C::kKVBytes + p * BN * 128, &maps.v, v_full, p * 64, n0, x.kv_head, x.id.batch);
       }
     }
     gb += uint32_t(x.nb);
-    // the next tile: round robin, or (dynamic) the next in heavy-first order, claimed now that
-    // this CTA's loads of this one are issued. The shuffle from lane 0 (the one thread here) marks
-    // the index warp-uniform, so the copies' coordinates stay in uniform registers (without it
-    // ptxas moves them per thread and spills the producer's registers).
-    tile = dyn ? __shfl_sync(1u, int(min(atomicAdd(sc.tile_counter, 1u) + gridDim.x, unsigned(sc.tiles))), 0)
-               : tile + step;
+    if constexpr (kWgDynamic) {
+      // the next tile: round robin, or (dynamic) the next in heavy-first order, claimed now that
+      // this CTA's loads of this one are issued. The shuffle from lane 0 (the one thread here) marks
+      // the index warp-uniform, so the copies' coordinates stay in uniform registers (without it
+      // ptxas moves them per thread and spills the producer's registers).
+      tile = dyn ? __shfl_sync(1u, int(min(atomicAdd(sc.tile_counter, 1u) + gridDim.x, unsigned(sc.tiles))), 0)
+                 : tile + step;
+    }
   }
-  {  // no tile left (in either order): the consumers read the end from the slot, no copy arrives
+  // no tile left (with wg_tile_decode=producer, in either order): the consumers read the end from the
+  // slot, no copy arrives
+  if (kWgTilePublish || dyn) {
     if (tc >= C::QS) mbar_wait(q_empty_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS - 1) & 1u);
-    slot_store(bars + 8 * C::kBars + 48 * (tc & 1), sc.tiles);
+    slot_store(bars + 8 * C::kBars + C::kSlot * (tc & 1), sc.tiles);
     mbar_arrive(q_full_bar(bars, tc, C::QS, S));
+  }
+  if constexpr (kCl > 1) {  // wg_cluster: every stage's last fill released by both CTAs' consumers
+    for (int st = 0; st < S; ++st) {
+      if (gb <= uint32_t(st)) continue;
+      const uint32_t last = uint32_t(st) + uint32_t(S) * ((gb - 1u - uint32_t(st)) / uint32_t(S));
+      mbar_wait(bars + 8 * (2 + 2 * S + st), (last / S) & 1u);
+      mbar_wait(bars + 8 * (2 + 3 * S + st), (last / S) & 1u);
+    }
   }
 }
 
-template <int D, bool kTma, bool kSolo = false, bool kLong = false>
+template <int D, bool kTma, bool kSolo = false, bool kLong = false, int kCl = 1>
 __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(
     const SocraticAttentionArgs a, const Sched sc, const __grid_constant__ Sm90Maps maps) {
   using C = Sm90Cfg<D>;
@@ -1677,8 +1798,8 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
     for (int s = 0; s < S; ++s) {
       mbar_init(k_full(s), kTma ? 1 : 128);
       mbar_init(v_full(s), kTma ? 1 : 128);
-      mbar_init(k_empty(s), 4 * HC);
-      mbar_init(v_empty(s), 4 * HC);
+      mbar_init(k_empty(s), 4 * HC * kCl);  // wg_cluster: both CTAs' consumer warps
+      mbar_init(v_empty(s), 4 * HC * kCl);
     }
     if constexpr (C::QS == 2) {
       mbar_init(q_full_bar(bars, 1, 2, S), kTma ? 1 : 128);
@@ -1687,6 +1808,9 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
+  if constexpr (kCl > 1) {  // wg_cluster: the peer's barriers are initialized before any copy or arrival
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+  }
 
   const int sq = a.seqlen_q, sk = a.seqlen_k;
   const int offset = sk - sq;
@@ -1697,7 +1821,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
     // ---- producer warpgroup: Q once, then K and V blocks into the stage ring ----
     if constexpr (HC > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(WgC<D>::RP));
     if constexpr (kTma) {
-      if (tid == 0) sm90_produce_tma<D>(a, sc, maps, q_s, k_s, v_s, bars);
+      if (tid == 0) sm90_produce_tma<D, kCl>(a, sc, maps, q_s, k_s, v_s, bars);
       return;
     }
     const int p = tid;  // 0..127
@@ -1778,6 +1902,15 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
     __syncwarp();
     if (lane == 0) mbar_arrive(bar);
   };
+  // a K/V stage: with wg_cluster, the peer CTA's producer fills it too, so both hear of the release
+  const int peer = kCl > 1 ? cluster_rank() ^ 1 : 0;
+  auto release_kv = [&](uint32_t bar) {
+    __syncwarp();
+    if (lane == 0) {
+      mbar_arrive(bar);
+      if constexpr (kCl > 1) mbar_arrive_peer(bar, peer);
+    }
+  };
   const float scale = a.softmax_scale;
   const float sl2 = scale * 1.4426950408889634f;
 
@@ -1798,15 +1931,26 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
 
   uint32_t gb = 0;  // K/V blocks consumed so far (stage ring position)
   int tc = 0;       // tiles so far (Q buffer phase)
-  for (int tile = blockIdx.x;; ++tc) {
+  // wg_scheduler=dynamic: the copy-engine consumers take each tile from the producer's slot (the
+  // loop ends at the `tiles` it leaves there), with wg_tile_decode=producer its whole decode (in
+  // either order); round robin otherwise
+  const bool dyn = kWgDynamic && kTma && sc.tile_counter != nullptr;  // wg_scheduler=dynamic on this call
+  for (int tile = blockIdx.x; kWgDynamic || tile < sc.tiles; tile += kWgDynamic ? 0 : step, ++tc) {
     Sm90Tile x;
-    if constexpr (kTma) {  // wg_tile_decode=producer: the producer left this tile's decode beside its Q
+    if constexpr (kWgTilePublish && kTma) {  // wg_tile_decode=producer: the producer left this tile's decode beside its Q
       mbar_wait(q_full_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS) & 1u);
-      tile = tile_read(bars + 8 * C::kBars + 48 * (tc & 1), x);
+      tile = tile_read(bars + 8 * C::kBars + C::kSlot * (tc & 1), x);
       if (tile >= sc.tiles) break;
     } else {
-      if (tc > 0) tile += step;
-      if (tile >= sc.tiles) break;
+      if constexpr (kWgDynamic) {
+        if (dyn) {  // the producer left this tile's index beside its Q
+          mbar_wait(q_full_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS) & 1u);
+          tile = slot_load(bars + 8 * C::kBars + C::kSlot * (tc & 1));
+        } else if (tc > 0) {
+          tile += step;
+        }
+        if (tile >= sc.tiles) break;
+      }
       x = sm90_tile<BM, BN>(tile, a, sc);
     }
     const TileId id = x.id;
@@ -1816,7 +1960,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = m0 + c * 64 + w * 16 + g + 8 * h;
-      const int qi = sc.gp == 1 ? r : r / sc.gp;  // no division without a GQA pack
+      const int qi = kWgTilePublish && sc.gp == 1 ? r : r / sc.gp;  // wg_tile_decode: no division without a GQA pack
       kmax[h] = (a.causal && r < sc.mtotal) ? min(qi + offset, sk - 1) : sk - 1;
     }
 
@@ -1846,8 +1990,9 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
 
     float s[BN / 2];     // S of the newest block, then its probabilities (fp32)
     uint32_t pf[KN][4];  // P of the block whose P V is next, as bf16 A fragments
-    // wg_p_buffers=2: P's second register set (d128, d256, the copy-engine build)
-    constexpr bool kTwoP = D >= 128 && kTma && (kPLongBlocks == 0 || kLong);  // wg_p_long_blocks: long calls only
+    // wg_p_buffers=2 (kWgTwoP): P's second register set (d128, d256, the copy-engine build)
+    // wg_p_long_blocks: long calls only
+    constexpr bool kTwoP = kWgTwoP && D >= 128 && kTma && (kPLongBlocks == 0 || kLong);
     uint32_t pg[kTwoP ? KN : 1][4];
 
     // wg_kv_wait=first (wg_load=tma, wg_pingpong): in the copy-engine build only the first consumer
@@ -2019,12 +2164,12 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
           turn_pass();
           if (j < nb) {
             filled(k_full(slot(j)), j);
-            release(k_empty(kslot(j)));
+            release_kv(k_empty(kslot(j)));
             if (j == nb - 1) release_q();
           }
           if (j > 0) {
             filled(v_full(slot(j - 1)), j - 1);
-            release(v_empty(slot(j - 1)));
+            release_kv(v_empty(slot(j - 1)));
           }
         }
       } else {
@@ -2032,12 +2177,12 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
           turn_wait();
           turn_pass();
           filled(k_full(slot(j)), j);
-          release(k_empty(kslot(j)));
+          release_kv(k_empty(kslot(j)));
           if (j == nb - 1) release_q();
           turn_wait();
           turn_pass();
           filled(v_full(slot(j)), j);
-          release(v_empty(slot(j)));
+          release_kv(v_empty(slot(j)));
         }
       }
     } else if constexpr (kWgOverlap) {
@@ -2052,7 +2197,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
         turn_pass();
         wg_wait0();
         wg_fence_regs(s);
-        release(k_empty(kslot(0)));
+        release_kv(k_empty(kslot(0)));
         if (nb == 1) release_q();
         softmax_any(0, alpha, any, pf, [] {});  // no P V in flight yet
         if constexpr (kTwoP) {
@@ -2064,12 +2209,12 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
             turn_pass();
             asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
             wg_fence_regs(s);
-            release(k_empty(kslot(j)));
+            release_kv(k_empty(kslot(j)));
             if (j == nb - 1) release_q();
             softmax_any(j, alpha, any, pn, [] {});
             wg_wait0();
             wg_fence_regs(o);
-            release(v_empty(slot(j - 1)));
+            release_kv(v_empty(slot(j - 1)));
             rescale(alpha, any);
           };
           for (int j = 1; j < nb; j += 2) {  // odd blocks' P in pg, even blocks' in pf
@@ -2085,51 +2230,51 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
           }
           turn_pass();
         } else {
-        pack();
-        for (int j = 1; j < nb; ++j) {
-          wait_k(j);
-          turn_wait();
-          issue_qk(j);
-          issue_pv(j - 1, pf);
-          turn_pass();
-          asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-          wg_fence_regs(s);
-          release(k_empty(kslot(j)));
-          if (j == nb - 1) release_q();
-          // wg_v_release: P V of block j - 1 waited for and its V stage released before block j's
-          // softmax (before_softmax), between its two rows (mid_softmax) or after it (after_softmax).
-          // Written out three times: a shared lambda renumbers the PTX's registers.
-          if constexpr (kWgVRelease == 2) {
-            wg_wait0();
-            wg_fence_regs(o);
-            release(v_empty(slot(j - 1)));
-          }
-          softmax_any(j, alpha, any, pf, [&] {
-            if constexpr (kWgVRelease == 1) {
-              wg_fence_regs(s);  // the first row's probabilities first (else the wait moves up)
-              // a probe of V's full barrier (passed already: its next fill waits for this release)
-              // ends ptxas's basic block, which would otherwise hoist the wait above the first row
-              mbar_wait(v_full(slot(j - 1)), ((gb + uint32_t(j - 1)) / S) & 1u);
+          pack();
+          for (int j = 1; j < nb; ++j) {
+            wait_k(j);
+            turn_wait();
+            issue_qk(j);
+            issue_pv(j - 1, pf);
+            turn_pass();
+            asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+            wg_fence_regs(s);
+            release_kv(k_empty(kslot(j)));
+            if (j == nb - 1) release_q();
+            // wg_v_release: P V of block j - 1 waited for and its V stage released before block j's
+            // softmax (before_softmax), between its two rows (mid_softmax) or after it (after_softmax).
+            // Written out three times: a shared lambda renumbers the PTX's registers.
+            if constexpr (kWgVRelease == 2) {
               wg_wait0();
               wg_fence_regs(o);
-              release(v_empty(slot(j - 1)));
+              release_kv(v_empty(slot(j - 1)));
             }
-          });
-          if constexpr (kWgVRelease == 0) {
-            wg_wait0();
-            wg_fence_regs(o);
-            release(v_empty(slot(j - 1)));
+            softmax_any(j, alpha, any, pf, [&] {
+              if constexpr (kWgVRelease == 1) {
+                wg_fence_regs(s);  // the first row's probabilities first (else the wait moves up)
+                // a probe of V's full barrier (passed already: its next fill waits for this release)
+                // ends ptxas's basic block, which would otherwise hoist the wait above the first row
+                mbar_wait(v_full(slot(j - 1)), ((gb + uint32_t(j - 1)) / S) & 1u);
+                wg_wait0();
+                wg_fence_regs(o);
+                release_kv(v_empty(slot(j - 1)));
+              }
+            });
+            if constexpr (kWgVRelease == 0) {
+              wg_wait0();
+              wg_fence_regs(o);
+              release_kv(v_empty(slot(j - 1)));
+            }
+            rescale(alpha, any);
+            pack();
           }
-          rescale(alpha, any);
-          pack();
-        }
-        turn_wait();
-        issue_pv(nb - 1, pf);
-        turn_pass();
+          turn_wait();
+          issue_pv(nb - 1, pf);
+          turn_pass();
         }
         wg_wait0();
         wg_fence_regs(o);
-        release(v_empty(slot(nb - 1)));
+        release_kv(v_empty(slot(nb - 1)));
       }
     } else {
       for (int j = 0; j < nb; ++j) {
@@ -2141,7 +2286,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
         turn_pass();
         wg_wait0();
         wg_fence_regs(s);
-        release(k_empty(kslot(j)));
+        release_kv(k_empty(kslot(j)));
         if (j == nb - 1) release_q();
         softmax_any(j, alpha, any, pf, [] {});
         rescale(alpha, any);
@@ -2151,7 +2296,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
         turn_pass();
         wg_wait0();
         wg_fence_regs(o);
-        release(v_empty(slot(j)));
+        release_kv(v_empty(slot(j)));
       }
     }
 
@@ -2167,8 +2312,8 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
     for (int h = 0; h < 2; ++h) {
       const int r = m0 + c * 64 + w * 16 + g + 8 * h;
       if (r >= sc.mtotal) continue;
-      const int qi = sc.gp == 1 ? r : r / sc.gp;
-      const int hq = hbase + (r - qi * sc.gp);
+      const int qi = kWgTilePublish && sc.gp == 1 ? r : r / sc.gp;
+      const int hq = hbase + (kWgTilePublish ? r - qi * sc.gp : r % sc.gp);
       if (sc.splits == 1) {
         const float inv = l_run[h] > 0.f ? 1.f / l_run[h] : 0.f;
         if (stage_o) {  // into this warpgroup's rows of the Q buffer, as the producer lays Q out
@@ -2223,7 +2368,8 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
         const int r = m0 + c * 64 + lr;
         if (r >= sc.mtotal) continue;
         const uint4 v = lds_b128(q_cur + 2u * uint32_t(sw_off<BM>(c * 64 + lr, ch)));
-        const int qi = sc.gp == 1 ? r : r / sc.gp, hq = hbase + (r - qi * sc.gp);
+        const int qi = kWgTilePublish && sc.gp == 1 ? r : r / sc.gp;
+        const int hq = hbase + (kWgTilePublish ? r - qi * sc.gp : r % sc.gp);
         __nv_bfloat16* orow = static_cast<__nv_bfloat16*>(a.o) + id.batch * a.o_batch_stride +
                               hq * a.o_head_stride + (long long)qi * a.o_row_stride;
         *reinterpret_cast<uint4*>(orow + ch * 8) = v;
@@ -2334,12 +2480,12 @@ bool long_call(const SocraticAttentionArgs* a, const Sched& s) {
   }
 }
 
-template <int D, bool kTma, bool kSolo = false, bool kLong = false>
+template <int D, bool kTma, bool kSolo = false, bool kLong = false, int kCl = 1>
 int prepare_sm90() {
   static bool done = false;
   static cudaError_t status = cudaSuccess;
   if (!done) {
-    status = cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo, kLong>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    status = cudaFuncSetAttribute(attn_fwd_sm90<D, kTma, kSolo, kLong, kCl>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(Sm90Cfg<D>::kSmem));
     done = true;
   }
@@ -2473,21 +2619,53 @@ int launch_any(const SocraticAttentionArgs* a, cudaStream_t stream) {
                                           (unsigned long long)s.splits * rows * D * 4);
     }
   }
-  s.l2_units = l2_section_units(s, a->batch, a->seqlen_k, a->head_dim,
-                               s.gp > 1 ? 1 : a->heads_q / a->heads_kv);
-  if (!a->causal) s.l2_units = s.gp > 1 ? 1 : a->heads_q / a->heads_kv;  // wg_full_order=m_fastest
+  if constexpr (kWgL2Sections > 0) {  // wg_l2_sections: the K/V units of a section
+    const int group = s.gp > 1 ? 1 : a->heads_q / a->heads_kv;  // grid heads that read one K/V head
+    s.l2_units = l2_section_units(s, a->batch, a->seqlen_k, a->head_dim, group);
+    // wg_full_order=m_fastest: a call without the causal mask has tiles of equal weight, so heavy first
+    // has nothing to order; each section is then one K/V unit's group, which makes the m blocks fastest
+    // (after the group's query heads): the tiles that read one K/V head run side by side in the same
+    // wave and share its copy in L2, where sections of 32 MB spread them over several waves.
+    if (kWgFullOrderM && !a->causal) s.l2_units = group;
+  }
   if (s.tiles <= 0) return cudaSuccess;
   int grid = s.tiles;
   if constexpr (kPersistent) grid = grid < num_sms() ? grid : num_sms();
-  if (tma && a->causal && s.tiles > grid) {  // wg_scheduler=dynamic
-    const unsigned long long at = (workspace_for<D>(s, a) + 15ull) & ~15ull;
-    if (a->workspace != nullptr && a->workspace_bytes >= at + 16) {
-      s.tile_counter = reinterpret_cast<unsigned int*>(static_cast<unsigned char*>(a->workspace) + at);
-      const cudaError_t ce = cudaMemsetAsync(s.tile_counter, 0, sizeof(unsigned int), stream);
-      if (ce != cudaSuccess) return ce;
+  if constexpr (kWgDynamic) {
+    if (tma && a->causal && s.tiles > grid) {  // wg_scheduler=dynamic
+      const unsigned long long at = (workspace_for<D>(s, a) + 15ull) & ~15ull;
+      if (a->workspace != nullptr && a->workspace_bytes >= at + 16) {
+        s.tile_counter = reinterpret_cast<unsigned int*>(static_cast<unsigned char*>(a->workspace) + at);
+        const cudaError_t ce = cudaMemsetAsync(s.tile_counter, 0, sizeof(unsigned int), stream);
+        if (ce != cudaSuccess) return ce;
+      }
     }
   }
-  if (kWgSoloDecode && tma && s.mtotal <= 64) {  // wg_solo_decode: every row in the first consumer warpgroup
+  // wg_cluster=2: tiles in pairs of one K/V group (m_fastest sections of an even tile count)
+  bool clustered = false;
+  if constexpr (kWgCluster > 1 && D >= 128) {
+    if (tma && !a->causal && s.tiles % 2 == 0 && (s.l2_units * s.m_blocks) % 2 == 0 && grid % 2 == 0) {
+      const int ce = prepare_sm90<D, true, false, false, 2>();
+      if (ce != cudaSuccess) return ce;
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = dim3(unsigned(grid));
+      cfg.blockDim = dim3(unsigned(Sm90Cfg<D>::kThreads));
+      cfg.dynamicSmemBytes = Sm90Cfg<D>::kSmem;
+      cfg.stream = stream;
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeClusterDimension;
+      attr[0].val.clusterDim.x = 2;
+      attr[0].val.clusterDim.y = 1;
+      attr[0].val.clusterDim.z = 1;
+      cfg.attrs = attr;
+      cfg.numAttrs = 1;
+      const cudaError_t le = cudaLaunchKernelEx(&cfg, attn_fwd_sm90<D, true, false, false, 2>, *a, s, maps);
+      if (le != cudaSuccess) return le;
+      clustered = true;
+    }
+  }
+  if (clustered) {
+  } else if (kWgSoloDecode && tma && s.mtotal <= 64) {  // wg_solo_decode: every row in the first consumer warpgroup
     if constexpr (kWgSoloDecode) {
       const int se = prepare_sm90<D, true, true>();
       if (se != cudaSuccess) return se;
@@ -2524,7 +2702,7 @@ unsigned long long workspace_any(const SocraticAttentionArgs* a) {
   const Sched s = plan_sm90<D>(a, gp);
   const unsigned long long need = workspace_for<D>(s, a);
   // wg_scheduler=dynamic: the tile counter, 16-byte aligned after the split partials
-  if (a->causal && s.tiles > num_sms()) return ((need + 15ull) & ~15ull) + 16;
+  if (kWgDynamic && a->causal && s.tiles > num_sms()) return ((need + 15ull) & ~15ull) + 16;
   return need;
 }
 
