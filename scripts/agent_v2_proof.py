@@ -8,6 +8,9 @@ gallery knowledge, on the same scenarios and evaluation budget:
   bank         the second version with the bank answering every pause (auto-ask at once)
   greedy       today's agent (strategy greedy), every pause resumed without a word (the control)
   greedy-bank  today's agent with the bank answering every pause (optional)
+  all-182      the second version autonomous on every third scenario of the suite (61, every
+               category and head dim) for 60 evaluations; its leader is judged on all 182
+  greedy-182   today's agent on the same 61 and budget (the all-182 arm's control)
 
 Then the final leaders are evaluated one after the other in this process, with FA3, cuDNN and
 FA2 timed side by side (`harness.evaluate.evaluate_source`, peers cudnn, flash, fa3), the traces
@@ -68,7 +71,12 @@ ARMS: dict[str, dict[str, Any]] = {
     "gqa-plain": {"strategy": "measured", "auto_ask": False, "filter": TRANSFER_FILTER, "transfer": True},
     "gqa-lessons": {"strategy": "measured", "auto_ask": False, "filter": TRANSFER_FILTER, "transfer": True,
                     "lessons_from": "autonomous"},
+    # issue 50's third run: the session searches on every third scenario of the suite (61, every
+    # category and head dim), 60 evaluations; its leader is then evaluated on all 182
+    "all-182": {"strategy": "measured", "auto_ask": False, "sample_every": 3, "evaluations": 60},
+    "greedy-182": {"strategy": "greedy", "auto_ask": False, "sample_every": 3, "evaluations": 60},
 }
+ALL = "all"  # an arm's final filter: the whole suite
 STANDIN_LABEL = ("CPU STAND-IN: every evaluation was answered by the synthetic H100 of tests/family_model.py, "
                  "not timed on a GPU. This proves the machinery runs end to end; it is NOT a result.")
 FINAL_STATES = ("done", "stopped", "failed")
@@ -207,7 +215,9 @@ def open_session(http: httpx.Client, arm: str, args: argparse.Namespace, existin
             "agent_config": {"seed": args.seed, "strategy": spec["strategy"], "start": "first-port",
                              **({"lessons": bool(spec.get("lessons_from"))}
                                 if spec["strategy"] == "measured" else {})},
-            "suite_filter": arm_filter(arm, args), "start": False,
+            **({"scenarios": sampled(int(spec["sample_every"]))} if spec.get("sample_every")
+               else {"suite_filter": arm_filter(arm, args)}),
+            "start": False,
             "thresholds": {"plateau_window": args.plateau_window, "suspicious_jump": 50.0}}
     r = http.post("/api/sessions", json=body)
     r.raise_for_status()
@@ -250,6 +260,8 @@ def record(arm: str, args: argparse.Namespace, out: Path, data_dir: Path, sid: i
               "evaluations_to_leader": leader, "leader_source": str(leader_path),
               "diagnosis": profile.get("diagnosis", ""), "findings": [f["code"] for f in profile.get("findings", [])],
               "trace": str(trace), "seconds": round(seconds, 1), "filter": arm_filter(arm, args),
+              **({"searched_on": f"1 scenario in {spec['sample_every']} ({len(sampled(spec['sample_every']))})"}
+                 if spec.get("sample_every") else {}),
               "lessons_given": taught, "lesson_moves": sum("lesson #" in n for n in seen["notes"]),
               "speedups": [c.get("speedup") for c in cands]}
     (out / arm / "result.json").write_text(json.dumps(result, indent=1))
@@ -259,11 +271,23 @@ def record(arm: str, args: argparse.Namespace, out: Path, data_dir: Path, sid: i
 
 
 def arm_filter(arm: str, args: argparse.Namespace) -> str:
-    return str(ARMS[arm].get("filter") or args.filter)
+    """The scenarios an arm's leader is judged on in the final table (`ALL`: the whole suite)."""
+    return ALL if ARMS[arm].get("sample_every") else str(ARMS[arm].get("filter") or args.filter)
+
+
+def sampled(every: int) -> list[dict[str, Any]]:
+    """Every `every`-th scenario of the suite, as a session's custom scenarios (ScenarioIn's fields):
+    a search subset that keeps every category and head dim."""
+    from harness.attention.suite import default_suite
+
+    keep = ("name", "category", "batch", "seqlen_q", "seqlen_k", "heads_q", "heads_kv", "head_dim", "causal",
+            "hidden", "softmax_scale")
+    return [{k: v for k, v in s.to_dict().items() if k in keep} for s in default_suite()[::every]]
 
 
 def budget(arm: str, args: argparse.Namespace) -> int:
-    return int(args.transfer_evaluations if ARMS[arm].get("transfer") else args.evaluations)
+    spec = ARMS[arm]
+    return int(spec.get("evaluations") or (args.transfer_evaluations if spec.get("transfer") else args.evaluations))
 
 
 def distill_into(data_dir: Path, traces: Path, source_arm: str, standin: bool) -> int:
@@ -344,7 +368,8 @@ def final_table(results: list[dict[str, Any]], args: argparse.Namespace) -> list
 
     rows = []
     for r in results:
-        scenarios = select(default_suite(), "all", r.get("filter") or args.filter)
+        expr = r.get("filter") or args.filter
+        scenarios = select(default_suite(), "all", None if expr == ALL else expr)
         source = Path(r["leader_source"])
         if not source.read_text().strip():
             rows.append({**r, "card": "-", "x_baseline": None, "x_fa3": None, "x_cudnn": None, "x_fa2": None})
@@ -402,7 +427,8 @@ def print_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
                  "x cuDNN | x FA2 | stopped because |")
     lines.append("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        lines.append(f"| {r['arm']} | {r.get('filter', '-')} | {r.get('card', '-')} | {r['evaluations']} | "
+        where = r.get("filter", "-") + (f" (searched on {r['searched_on']})" if r.get("searched_on") else "")
+        lines.append(f"| {r['arm']} | {where} | {r.get('card', '-')} | {r['evaluations']} | "
                      f"{r['leader'] or '-'} | "
                      f"{fmt(r.get('x_baseline'), '.2f')} | {fmt(r.get('x_fa3'))} | {fmt(r.get('x_cudnn'))} | "
                      f"{fmt(r.get('x_fa2'))} | {r['stopped_because']} |")

@@ -5,6 +5,7 @@ third arm reads the lessons distilled from the first arm's trace (issue 46's mem
 
 from __future__ import annotations
 
+import argparse
 import json
 import lzma
 import subprocess
@@ -62,3 +63,25 @@ def test_together_runs_the_arms_as_sessions_of_one_server_at_once(tmp_path: Path
         [sys.executable, "scripts/agent_v2_proof.py", "--cpu-standin", "--together", "--no-final",
          "--out", str(tmp_path / "out"), "--arms", "autonomous"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert again.returncode != 0 and "pass --resume" in again.stdout + again.stderr
+
+
+def test_the_all_182_arm_searches_on_a_third_of_the_suite_and_is_judged_on_all_of_it(tmp_path: Path) -> None:
+    """Issue 50's third run: the session's own scenarios are every third of the suite (61: every
+    category and head dim), its budget 60 evaluations; the final table judges its leader on all 182."""
+    from harness.attention.suite import default_suite
+    from scripts.agent_v2_proof import ARMS, budget, sampled
+
+    chosen = sampled(3)
+    assert len(chosen) == 61 and {s["category"] for s in chosen} == {s.category for s in default_suite()}
+    assert {s["head_dim"] for s in chosen} == {s.head_dim for s in default_suite()}
+    assert budget("all-182", argparse.Namespace(evaluations=40, transfer_evaluations=20)) == 60
+    assert ARMS["greedy-182"]["sample_every"] == ARMS["all-182"]["sample_every"]
+    out = subprocess.run(
+        [sys.executable, "scripts/agent_v2_proof.py", "--cpu-standin", "--out", str(tmp_path / "out"),
+         "--traces", str(tmp_path / "traces"), "--poll-s", "0.2", "--arms", "all-182", "--deadline-s", "20"],
+        cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "| all-182 | all (searched on 1 scenario in 3 (61)) | synthetic H100 |" in out.stdout
+    trace = lzma.decompress((tmp_path / "traces" / "cpu-standin-all-182.jsonl.xz").read_bytes()).decode()
+    session = json.loads(trace.splitlines()[1])
+    assert session["suite_filter"] is None and len(session["scenarios"]) == 61
