@@ -167,7 +167,10 @@ def sm90_constants(k: Knobs) -> str:
             "struct Sm90NoMaps {",
             "  static constexpr int o_ok = 0;",
             "};",
-            "constexpr Sm90NoMaps maps{};  // the kernel's tensor maps: none, so no O map (wg_epilogue=tma)"]
+            "constexpr Sm90NoMaps maps{};  // the kernel's tensor maps: none, so no O map (wg_epilogue=tma)",
+            "// the copy-engine producer, named only under if constexpr (kTma)",
+            "template <int D, int kCl, class... T>",
+            "__device__ void sm90_produce_tma(const T&...);"]
           if k.wg_load == "cp_async" else []),
         "template <int D>",
         "struct WgBlockN;",

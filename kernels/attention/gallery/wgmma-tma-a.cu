@@ -1811,7 +1811,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
   if (wg == 0) {
     // ---- producer warpgroup: Q once, then K and V blocks into the stage ring ----
     if constexpr (HC > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(WgC<D>::RP));
-    if constexpr (kTma) {
+    if constexpr (kTma) {  // wg_load=tma: one thread drives the copy engine
       if (tid == 0) sm90_produce_tma<D, kCl>(a, sc, maps, q_s, k_s, v_s, bars);
       return;
     }

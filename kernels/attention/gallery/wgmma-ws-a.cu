@@ -1190,6 +1190,9 @@ struct Sm90NoMaps {
   static constexpr int o_ok = 0;
 };
 constexpr Sm90NoMaps maps{};  // the kernel's tensor maps: none, so no O map (wg_epilogue=tma)
+// the copy-engine producer, named only under if constexpr (kTma)
+template <int D, int kCl, class... T>
+__device__ void sm90_produce_tma(const T&...);
 template <int D>
 struct WgBlockN;
 template <>
@@ -1575,11 +1578,11 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
   const int tid = threadIdx.x;
   const int wg = tid >> 7;
   if (tid == 0) {
-    mbar_init(q_full, 128);
+    mbar_init(q_full, kTma ? 1 : 128);
     mbar_init(q_empty, 4 * HC);
     for (int s = 0; s < S; ++s) {
-      mbar_init(k_full(s), 128);
-      mbar_init(v_full(s), 128);
+      mbar_init(k_full(s), kTma ? 1 : 128);
+      mbar_init(v_full(s), kTma ? 1 : 128);
       mbar_init(k_empty(s), 4 * HC * kCl);  // wg_cluster: both CTAs' consumer warps
       mbar_init(v_empty(s), 4 * HC * kCl);
     }
@@ -1602,6 +1605,10 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
   if (wg == 0) {
     // ---- producer warpgroup: Q once, then K and V blocks into the stage ring ----
     if constexpr (HC > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(WgC<D>::RP));
+    if constexpr (kTma) {  // wg_load=tma: one thread drives the copy engine
+      if (tid == 0) sm90_produce_tma<D, kCl>(a, sc, maps, q_s, k_s, v_s, bars);
+      return;
+    }
     const int p = tid;  // 0..127
     // Each thread copies chunk ch of rows row0, row0 + R, ...: its swizzled offset within the
     // tile repeats every pass (R a multiple of 8) or every other pass (R = 4), so a pass costs a
