@@ -196,7 +196,11 @@ def test_wg_epilogue_smem_stages_in_the_q_buffer_and_releases_it_after_the_epilo
     assert not [str(f) for f in check_source(src) if f.blocking]
     # staged only where the head dim has two Q buffers (the producer refills this one two tiles
     # later) and the output is not split; d256's single buffer and the split partials store directly
-    assert "const bool stage_o = C::QS == 2 && sc.splits == 1;" in src
+    stage_o = ("const bool stage_o = kWgEpilogueStaged && (C::QS == 2 || (kWgEpilogueOneQ && kTma && maps.o_ok))"
+               " && sc.splits == 1;")
+    assert stage_o in src
+    assert "constexpr bool kWgEpilogueStaged = true;  // wg_epilogue=smem" in src
+    assert "constexpr bool kWgEpilogueTma = false;" in src
     assert "if (!stage_o) release_q_now();" in src
     consumer = src.split("const bool stage_o")[1]
     # the warpgroup meets, writes 16-byte chunks, fences the generic reads, then releases the buffer
@@ -215,23 +219,25 @@ def test_wg_epilogue_tma_hands_the_staged_rows_to_the_copy_engine_through_o_s_ow
     assert e.wg_epilogue == "smem" and render(e) == (gallery / "wgmma-tma-e.cu").read_text()
     src = render(e.replace(wg_epilogue="tma"))
     assert not [str(f) for f in check_source(src) if f.blocking]  # the same driver call, one more map
-    maps = src.split("struct Sm90Maps {")[1].split("};")[0]
+    assert "using Sm90Maps = Sm90MapsOf<kWgEpilogueTma>;" in src and "constexpr bool kWgEpilogueTma = true;" in src
+    maps = src.split("struct Sm90MapsOf<true> {")[1].split("};")[0]
     assert "CUtensorMap o;" in maps and "int o_ok;" in maps
     # O's map is shaped as Q's, with a box of one consumer warpgroup's 64 rows; a call it cannot
     # describe (a pack that does not divide 64 rows, an unaligned pointer or stride) keeps the
     # tensor-map loads and stores O from the threads
     host = src.split("bool sm90_maps(")[1].split("\n}\n")[0]
     assert "const cuuint32_t ob[5] = {64, cuuint32_t(gp), cuuint32_t(64 / gp), 1, 1};" in host
-    assert "m->o_ok = ok && 64 % gp == 0 && (reinterpret_cast<unsigned long long>(a->o) & 15) == 0;" in host
-    assert "if (m->o_ok) m->o_ok = encode(&m->o, a->o, 5, qd, os, ob);" in host
+    assert "mo->o_ok = ok && 64 % gp == 0 && (reinterpret_cast<unsigned long long>(a->o) & 15) == 0;" in host
+    assert "if (mo->o_ok) mo->o_ok = encode(&mo->o, a->o, 5, qd, os, ob);" in host
     assert host.index("if (!ok) return false;") < host.index("const cuuint64_t os[4]")  # Q/K/V checked first
     # every thread fences its staged rows for the async proxy before the warpgroup meets; one thread
     # issues a store per 64-column panel and waits only until the engine has read the buffer; then
     # the buffer goes back to the producer
     consumer = src.split("const bool stage_o")[1]
-    tma = consumer.split("if (stage_o && kTma && maps.o_ok) {")[1].split("} else if (stage_o) {")[0]
-    order = ["fence_async_smem();", "bar.sync %0, 128;", "if ((tid & 127) == 0) {", "tma_store_5d(&maps.o,",
-             "cp.async.bulk.commit_group;", "cp.async.bulk.wait_group.read 0;", "release_q_now();"]
+    tma = consumer.split("if (kWgEpilogueTma && stage_o && kTma && maps.o_ok) {")[1].split("} else if (stage_o) {")[0]
+    order = ["fence_async_smem();", "bar.sync %0, 128;", "if ((tid & 127) == 0) {",
+             "tma_store_5d(&dependent<D>(maps).o,", "cp.async.bulk.commit_group;",
+             "cp.async.bulk.wait_group.read 0;", "release_q_now();"]
     positions = [tma.index(x) for x in order]
     assert positions == sorted(positions)
     assert "q_cur + uint32_t(p * BM * 128 + c * 64 * 128)" in tma  # the warpgroup's rows of each panel
@@ -256,7 +262,8 @@ def test_wg_epilogue_one_q_stages_the_one_q_buffer_head_dim_only_for_the_copy_en
     assert not [str(x) for x in check_source(src) if x.blocking]
     # two Q buffers stage as before; one (d256) only when the copy engine stores (the threads' stores
     # from shared memory would only add a step), and never split partials
-    stage_o = "const bool stage_o = (C::QS == 2 || (kWgEpilogueOneQ && kTma && maps.o_ok)) && sc.splits == 1;"
+    stage_o = ("const bool stage_o = kWgEpilogueStaged && (C::QS == 2 || (kWgEpilogueOneQ && kTma && maps.o_ok))"
+               " && sc.splits == 1;")
     assert stage_o in src and "constexpr bool kWgEpilogueOneQ = true;  // wg_epilogue_one_q" in src
     assert stage_o in render(f) and "constexpr bool kWgEpilogueOneQ = false;  // wg_epilogue_one_q" in render(f)
     # the staged tile keeps its Q buffer until the epilogue: the producer's next Q load waits on it
@@ -339,8 +346,9 @@ def test_wg_l2_promotion_sets_the_promotion_of_every_tensor_map_the_host_encodes
         src = render(k)
         assert not [str(f) for f in check_source(src) if f.blocking]
         # one encoder for Q, K, V and O: its one promotion changes, nothing else in the file
-        for name in ("q", "k", "v", "o"):
-            assert f"encode(&m->{name}, a->{name}, " in src
+        # (O's map is reached through mo, the maps made dependent: only wg_epilogue=tma's form has it)
+        for maps, name in (("m", "q"), ("m", "k"), ("m", "v"), ("mo", "o")):
+            assert f"encode(&{maps}->{name}, a->{name}, " in src
         assert changed_lines(base, src) == {"constexpr int kWgL2Promotion = 256;  // wg_l2_promotion",
                                             f"constexpr int kWgL2Promotion = {value};  // wg_l2_promotion"}
     # the gallery's wgmma-tma-n is wgmma-tma-m with 128

@@ -138,6 +138,8 @@ def sm90_constants(k: Knobs) -> str:
         f"constexpr bool kWgKvFenceCpAsync = {_b(k.wg_kv_fence == 'cp_async')};  // wg_kv_fence={k.wg_kv_fence}",
         f"constexpr bool kWgKvWaitFirst = {_b(k.wg_kv_wait == 'first')};  // wg_kv_wait={k.wg_kv_wait}",
         f"constexpr bool kWgKBeforeTurn = {_b(k.wg_k_wait == 'before_turn')};  // wg_k_wait={k.wg_k_wait}",
+        f"constexpr bool kWgEpilogueStaged = {_b(k.wg_epilogue != 'direct')};  // wg_epilogue={k.wg_epilogue}",
+        f"constexpr bool kWgEpilogueTma = {_b(k.wg_epilogue == 'tma')};",
         f"constexpr bool kWgEpilogueOneQ = {_b(k.wg_epilogue_one_q)};  // wg_epilogue_one_q",
         f"constexpr int kWgVRelease = {_V_RELEASE[k.wg_v_release]};  // wg_v_release={k.wg_v_release}",
         f"constexpr bool kWgSoloDecode = {_b(k.wg_solo_decode)};  // wg_solo_decode",
@@ -161,7 +163,14 @@ def sm90_constants(k: Knobs) -> str:
            "  static constexpr bool kMapsOnly = true;\n};"] if k.wg_wide_d64 else []),
         *(["// no copy-engine build in this file (where there is one, the kernel's own kTma and kSolo hide these)",
             "constexpr bool kTma = false;", "constexpr bool kSolo = false;", "constexpr bool kLong = false;",
-            "constexpr int kCl = 1;"]
+            "constexpr int kCl = 1;",
+            "struct Sm90NoMaps {",
+            "  static constexpr int o_ok = 0;",
+            "};",
+            "constexpr Sm90NoMaps maps{};  // the kernel's tensor maps: none, so no O map (wg_epilogue=tma)",
+            "// the copy-engine producer, named only under if constexpr (kTma)",
+            "template <int D, int kCl, class... T>",
+            "__device__ void sm90_produce_tma(const T&...);"]
           if k.wg_load == "cp_async" else []),
         "template <int D>",
         "struct WgBlockN;",
@@ -204,10 +213,6 @@ def sm90_section(k: Knobs) -> str:
     text = inline_fragments(TEMPLATE_SM90.read_text()).replace("//@@SM90_CONSTANTS@@", sm90_constants(k))
     if k.wg_load == "tma":
         text = _with_tma(text)
-    if k.wg_epilogue in ("smem", "tma"):
-        text = apply(text, "wg_epilogue")
-    if k.wg_epilogue == "tma":
-        text = apply(text, "wg_epilogue", "tma")
     return text.replace("//@@SM90_WGMMA@@", wgmma_wrappers({k.wg_block_n(d) for d in HEAD_DIMS}, set(HEAD_DIMS)))
 
 

@@ -1181,6 +1181,8 @@ constexpr bool kWgIdleSkip = false;  // wg_idle_rows=compute
 constexpr bool kWgKvFenceCpAsync = true;  // wg_kv_fence=cp_async
 constexpr bool kWgKvWaitFirst = false;  // wg_kv_wait=each
 constexpr bool kWgKBeforeTurn = false;  // wg_k_wait=in_turn
+constexpr bool kWgEpilogueStaged = true;  // wg_epilogue=tma
+constexpr bool kWgEpilogueTma = true;
 constexpr bool kWgEpilogueOneQ = true;  // wg_epilogue_one_q
 constexpr int kWgVRelease = 0;  // wg_v_release=after_softmax
 constexpr bool kWgSoloDecode = false;  // wg_solo_decode
@@ -1437,8 +1439,14 @@ __device__ __forceinline__ int slot_load(uint32_t addr) {
   return v;
 }
 
-// One tile's place in the problem and its key-block range (shared by producer and consumers).
-// wg_epilogue=smem: shared-memory stores and loads by address.
+// A name made dependent on the template's head dim, so that code under a false `if constexpr` may
+// name what only some settings declare (wg_epilogue=tma's O map in Sm90Maps, the kernel's maps).
+template <int D, class T>
+__host__ __device__ __forceinline__ T& dependent(T& x) {
+  return x;
+}
+
+// wg_epilogue=smem|tma: shared-memory stores and loads by address.
 __device__ __forceinline__ void sts_b32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
@@ -1451,6 +1459,7 @@ __device__ __forceinline__ uint4 lds_b128(uint32_t addr) {
   return v;
 }
 
+// One tile's place in the problem and its key-block range (shared by producer and consumers).
 struct Sm90Tile {
   TileId id;
   int m0, kv_head, hbase;
@@ -1580,13 +1589,24 @@ __device__ __forceinline__ uint64_t l2_policy_evict_first() {
   return p;
 }
 
-struct Sm90Maps {
+// The kernel's tensor maps, written out per form: wg_epilogue=tma (kWgEpilogueTma) adds O's map, and
+// every other setting keeps the parameter's size and offsets without it.
+template <bool kO>
+struct Sm90MapsOf {
   CUtensorMap q;  // 5D {head_dim, heads in a pack, seqlen_q, packs, batch}
   CUtensorMap k;  // 4D {head_dim, seqlen_k, heads_kv, batch}
+  CUtensorMap v;
+  static constexpr int o_ok = 0;  // no O map
+};
+template <>
+struct Sm90MapsOf<true> {
+  CUtensorMap q;
+  CUtensorMap k;
   CUtensorMap v;
   CUtensorMap o;  // wg_epilogue=tma: as q, a box of one consumer warpgroup's 64 rows
   int o_ok;       // whether o describes the call (else the threads store O)
 };
+using Sm90Maps = Sm90MapsOf<kWgEpilogueTma>;
 
 __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0,
                                             int c1, int c2, int c3) {
@@ -1652,6 +1672,7 @@ __device__ __forceinline__ void kv_load(uint32_t dst, const CUtensorMap* map, ui
   }
 }
 
+// wg_epilogue=tma: the copy engine stores a box of O from shared memory.
 __device__ __forceinline__ void tma_store_5d(const CUtensorMap* map, uint32_t src, int c0, int c1, int c2,
                                              int c3, int c4) {
   asm volatile("cp.async.bulk.tensor.5d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3, %4, %5}], "
@@ -1817,7 +1838,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
   if (wg == 0) {
     // ---- producer warpgroup: Q once, then K and V blocks into the stage ring ----
     if constexpr (HC > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(WgC<D>::RP));
-    if constexpr (kTma) {
+    if constexpr (kTma) {  // wg_load=tma: one thread drives the copy engine
       if (tid == 0) sm90_produce_tma<D, kCl>(a, sc, maps, q_s, k_s, v_s, bars);
       return;
     }
@@ -1968,8 +1989,16 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
     float l_run[2] = {0.f, 0.f};
 
     const uint32_t q_cur = q_s + uint32_t(tc % C::QS) * C::kQBytes;  // this tile's Q buffer
-    // The Q buffer is free once this tile's last S = Q K^T has completed; with wg_epilogue=smem
-    // it stages the unsplit output first, and goes back after the epilogue.
+    // The Q buffer is free once this tile's last S = Q K^T has completed; with wg_epilogue=smem|tma
+    // (kWgEpilogueStaged) it stages the unsplit output first, and goes back after the epilogue.
+    // wg_epilogue=smem (wg_q_stages=2): at the head dims with two Q buffers, a tile's unsplit output
+    // is staged in that tile's Q buffer, which the producer refills only for the tile after next: each
+    // thread stores its bf16 pairs to shared memory (the Q tile's swizzled layout, conflict-free), the
+    // warpgroup meets at a named barrier, and its 128 threads write the 64 rows to global memory in
+    // 16-byte chunks, a row's chunks on consecutive threads (wg_epilogue=tma: one thread hands the
+    // rows to the copy engine instead). Measured on the H200 (Nsight Compute, d128 s512 full), the
+    // direct epilogue issued 524,288 global stores (4 bytes each) where FA3 issued 32,768, and its
+    // warps stalled on the load/store queue and on the stores' source registers.
     auto release_q_now = [&]() { release(q_empty_bar(bars, tc, C::QS, S)); };
     // wg_epilogue_one_q: a head dim with one Q buffer (d256 beside two K/V stages) stages its unsplit
     // output there too, when O's map describes the call, and gives the buffer back after the copy
@@ -1977,9 +2006,15 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
     // Measured on the H200 (Nsight Compute, d256 s512 full, stop 28), the direct epilogue's global
     // stores held about 29% of the samples (load/store queue throttle); FA3 stores through the copy
     // engine there.
-    const bool stage_o = (C::QS == 2 || (kWgEpilogueOneQ && kTma && maps.o_ok)) && sc.splits == 1;
+    const bool stage_o = kWgEpilogueStaged && (C::QS == 2 || (kWgEpilogueOneQ && kTma && maps.o_ok)) && sc.splits == 1;
     auto release_q = [&]() {
-      if (!stage_o) release_q_now();
+      if constexpr (kWgEpilogueStaged) {
+        if (!stage_o) release_q_now();
+      } else if constexpr (kWgQRing) {
+        release(q_empty_bar(bars, tc, C::QS, S));
+      } else {
+        release(q_empty);  // one buffer (wg_q_stages=1); naming tc here renumbers the PTX
+      }
     };
     mbar_wait(q_full_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS) & 1u);
     fence_async_smem();
@@ -2340,20 +2375,22 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
         }
       }
     }
-    if (stage_o && kTma && maps.o_ok) {
-      // wg_epilogue=tma: the copy engine stores the warpgroup's rows, then the Q buffer goes back
-      fence_async_smem();  // this thread's rows, visible to the copy engine
-      asm volatile("bar.sync %0, 128;\n" ::"r"(8 + c) : "memory");  // the warpgroup's rows are in
-      if ((tid & 127) == 0) {
-        const int q0 = (m0 + c * 64) / sc.gp;
+    if (kWgEpilogueTma && stage_o && kTma && maps.o_ok) {  // maps.o_ok: 0 where O has no map
+      if constexpr (kWgEpilogueTma) {
+        // wg_epilogue=tma: the copy engine stores the warpgroup's rows, then the Q buffer goes back
+        fence_async_smem();  // this thread's rows, visible to the copy engine
+        asm volatile("bar.sync %0, 128;\n" ::"r"(8 + c) : "memory");  // the warpgroup's rows are in
+        if ((tid & 127) == 0) {
+          const int q0 = (m0 + c * 64) / sc.gp;
 #pragma unroll
-        for (int p = 0; p < D / 64; ++p)
-          tma_store_5d(&maps.o, q_cur + uint32_t(p * BM * 128 + c * 64 * 128), p * 64, 0, q0, id.head,
-                       id.batch);
-        asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-        asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");  // the engine has read them
+          for (int p = 0; p < D / 64; ++p)
+            tma_store_5d(&dependent<D>(maps).o, q_cur + uint32_t(p * BM * 128 + c * 64 * 128), p * 64, 0, q0,
+                         id.head, id.batch);
+          asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+          asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");  // the engine has read them
+        }
+        release_q_now();
       }
-      release_q_now();
     } else if (stage_o) {
       // wg_epilogue=smem: the warpgroup's 64 rows go out in 16-byte chunks (a row's on consecutive
       // threads), then the Q buffer goes back to the producer
@@ -2377,7 +2414,7 @@ __global__ void __launch_bounds__(kSolo ? 256 : Sm90Cfg<D>::kThreads, 1) attn_fw
     gb += uint32_t(nb);
   }
   // wg_epilogue=tma: the last stores complete before the CTA ends
-  if (kTma && (tid & 127) == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+  if (kWgEpilogueTma && kTma && (tid & 127) == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
   // Consumer 0 takes the turn consumer 1 passed last, so no arrival is left on a barrier.
   if constexpr (kWgPingpong && HC > 1) {
     if (c == 0) asm volatile("bar.sync 1, 256;\n" ::: "memory");
@@ -2428,12 +2465,6 @@ bool sm90_maps(const SocraticAttentionArgs* a, int gp, Sm90Maps* m) {
   const cuuint32_t kb[4] = {64, cuuint32_t(C::BN), 1, 1};
   const cuuint32_t ones[5] = {1, 1, 1, 1, 1};
   if (!ok) return false;
-  // wg_epilogue=tma: O's map when one describes it (the stride checks clear ok otherwise)
-  const cuuint64_t os[4] = {stride(a->o_head_stride, gp), stride(a->o_row_stride, a->seqlen_q),
-                            stride(a->o_head_stride * gp, a->heads_q / gp),
-                            stride(a->o_batch_stride, a->batch)};
-  const cuuint32_t ob[5] = {64, cuuint32_t(gp), cuuint32_t(64 / gp), 1, 1};
-  m->o_ok = ok && 64 % gp == 0 && (reinterpret_cast<unsigned long long>(a->o) & 15) == 0;
   auto encode = [&](CUtensorMap* map, const void* base, cuuint32_t rank, const cuuint64_t* dims,
                     const cuuint64_t* strides, const cuuint32_t* box) {
     return cuTensorMapEncodeTiled(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank, const_cast<void*>(base), dims,
@@ -2444,7 +2475,16 @@ bool sm90_maps(const SocraticAttentionArgs* a, int gp, Sm90Maps* m) {
   if (!(encode(&m->q, a->q, 5, qd, qs, qb) && encode(&m->k, a->k, 4, kd, ks, kb) &&
         encode(&m->v, a->v, 4, kd, vs, kb)))
     return false;
-  if (m->o_ok) m->o_ok = encode(&m->o, a->o, 5, qd, os, ob);
+  if constexpr (kWgEpilogueTma) {
+    // wg_epilogue=tma: O's map when one describes it (the stride checks clear ok otherwise)
+    const cuuint64_t os[4] = {stride(a->o_head_stride, gp), stride(a->o_row_stride, a->seqlen_q),
+                              stride(a->o_head_stride * gp, a->heads_q / gp),
+                              stride(a->o_batch_stride, a->batch)};
+    const cuuint32_t ob[5] = {64, cuuint32_t(gp), cuuint32_t(64 / gp), 1, 1};
+    auto* mo = dependent<D>(m);
+    mo->o_ok = ok && 64 % gp == 0 && (reinterpret_cast<unsigned long long>(a->o) & 15) == 0;
+    if (mo->o_ok) mo->o_ok = encode(&mo->o, a->o, 5, qd, os, ob);
+  }
   return true;
 }
 

@@ -1161,6 +1161,8 @@ constexpr bool kWgIdleSkip = false;  // wg_idle_rows=compute
 constexpr bool kWgKvFenceCpAsync = false;  // wg_kv_fence=every_block
 constexpr bool kWgKvWaitFirst = false;  // wg_kv_wait=each
 constexpr bool kWgKBeforeTurn = false;  // wg_k_wait=in_turn
+constexpr bool kWgEpilogueStaged = false;  // wg_epilogue=direct
+constexpr bool kWgEpilogueTma = false;
 constexpr bool kWgEpilogueOneQ = false;  // wg_epilogue_one_q
 constexpr int kWgVRelease = 0;  // wg_v_release=after_softmax
 constexpr bool kWgSoloDecode = false;  // wg_solo_decode
@@ -1184,6 +1186,13 @@ constexpr bool kTma = false;
 constexpr bool kSolo = false;
 constexpr bool kLong = false;
 constexpr int kCl = 1;
+struct Sm90NoMaps {
+  static constexpr int o_ok = 0;
+};
+constexpr Sm90NoMaps maps{};  // the kernel's tensor maps: none, so no O map (wg_epilogue=tma)
+// the copy-engine producer, named only under if constexpr (kTma)
+template <int D, int kCl, class... T>
+__device__ void sm90_produce_tma(const T&...);
 template <int D>
 struct WgBlockN;
 template <>
@@ -1413,6 +1422,26 @@ __device__ __forceinline__ int slot_load(uint32_t addr) {
   return v;
 }
 
+// A name made dependent on the template's head dim, so that code under a false `if constexpr` may
+// name what only some settings declare (wg_epilogue=tma's O map in Sm90Maps, the kernel's maps).
+template <int D, class T>
+__host__ __device__ __forceinline__ T& dependent(T& x) {
+  return x;
+}
+
+// wg_epilogue=smem|tma: shared-memory stores and loads by address.
+__device__ __forceinline__ void sts_b32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint4 lds_b128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+
 // One tile's place in the problem and its key-block range (shared by producer and consumers).
 struct Sm90Tile {
   TileId id;
@@ -1549,11 +1578,11 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
   const int tid = threadIdx.x;
   const int wg = tid >> 7;
   if (tid == 0) {
-    mbar_init(q_full, 128);
+    mbar_init(q_full, kTma ? 1 : 128);
     mbar_init(q_empty, 4 * HC);
     for (int s = 0; s < S; ++s) {
-      mbar_init(k_full(s), 128);
-      mbar_init(v_full(s), 128);
+      mbar_init(k_full(s), kTma ? 1 : 128);
+      mbar_init(v_full(s), kTma ? 1 : 128);
       mbar_init(k_empty(s), 4 * HC * kCl);  // wg_cluster: both CTAs' consumer warps
       mbar_init(v_empty(s), 4 * HC * kCl);
     }
@@ -1576,6 +1605,10 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
   if (wg == 0) {
     // ---- producer warpgroup: Q once, then K and V blocks into the stage ring ----
     if constexpr (HC > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(WgC<D>::RP));
+    if constexpr (kTma) {  // wg_load=tma: one thread drives the copy engine
+      if (tid == 0) sm90_produce_tma<D, kCl>(a, sc, maps, q_s, k_s, v_s, bars);
+      return;
+    }
     const int p = tid;  // 0..127
     // Each thread copies chunk ch of rows row0, row0 + R, ...: its swizzled offset within the
     // tile repeats every pass (R a multiple of 8) or every other pass (R = 4), so a pass costs a
@@ -1723,10 +1756,32 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
     float l_run[2] = {0.f, 0.f};
 
     const uint32_t q_cur = q_s + uint32_t(tc % C::QS) * C::kQBytes;  // this tile's Q buffer
-    // The Q buffer is free once this tile's last S = Q K^T has completed.
+    // The Q buffer is free once this tile's last S = Q K^T has completed; with wg_epilogue=smem|tma
+    // (kWgEpilogueStaged) it stages the unsplit output first, and goes back after the epilogue.
+    // wg_epilogue=smem (wg_q_stages=2): at the head dims with two Q buffers, a tile's unsplit output
+    // is staged in that tile's Q buffer, which the producer refills only for the tile after next: each
+    // thread stores its bf16 pairs to shared memory (the Q tile's swizzled layout, conflict-free), the
+    // warpgroup meets at a named barrier, and its 128 threads write the 64 rows to global memory in
+    // 16-byte chunks, a row's chunks on consecutive threads (wg_epilogue=tma: one thread hands the
+    // rows to the copy engine instead). Measured on the H200 (Nsight Compute, d128 s512 full), the
+    // direct epilogue issued 524,288 global stores (4 bytes each) where FA3 issued 32,768, and its
+    // warps stalled on the load/store queue and on the stores' source registers.
+    auto release_q_now = [&]() { release(q_empty_bar(bars, tc, C::QS, S)); };
+    // wg_epilogue_one_q: a head dim with one Q buffer (d256 beside two K/V stages) stages its unsplit
+    // output there too, when O's map describes the call, and gives the buffer back after the copy
+    // engine has read it; the producer then loads the next tile's Q only after this tile's epilogue.
+    // Measured on the H200 (Nsight Compute, d256 s512 full, stop 28), the direct epilogue's global
+    // stores held about 29% of the samples (load/store queue throttle); FA3 stores through the copy
+    // engine there.
+    const bool stage_o = kWgEpilogueStaged && (C::QS == 2 || (kWgEpilogueOneQ && kTma && maps.o_ok)) && sc.splits == 1;
     auto release_q = [&]() {
-      if constexpr (kWgQRing) release(q_empty_bar(bars, tc, C::QS, S));
-      else release(q_empty);  // one buffer (wg_q_stages=1); naming tc here renumbers the PTX
+      if constexpr (kWgEpilogueStaged) {
+        if (!stage_o) release_q_now();
+      } else if constexpr (kWgQRing) {
+        release(q_empty_bar(bars, tc, C::QS, S));
+      } else {
+        release(q_empty);  // one buffer (wg_q_stages=1); naming tc here renumbers the PTX
+      }
     };
     mbar_wait(q_full_bar(bars, tc, C::QS, S), uint32_t(tc / C::QS) & 1u);
     fence_async_smem();
@@ -2060,6 +2115,14 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
       const int hq = hbase + (kWgTilePublish ? r - qi * sc.gp : r % sc.gp);
       if (sc.splits == 1) {
         const float inv = l_run[h] > 0.f ? 1.f / l_run[h] : 0.f;
+        if (stage_o) {  // into this warpgroup's rows of the Q buffer, as the producer lays Q out
+          const int R = c * 64 + w * 16 + g + 8 * h;
+#pragma unroll
+          for (int dt = 0; dt < DT; ++dt)
+            sts_b32(q_cur + 2u * uint32_t(sw_off<BM>(R, dt)) + 4u * uint32_t(t4),
+                    pack_bf16(o[dt * 4 + 2 * h] * inv, o[dt * 4 + 2 * h + 1] * inv));
+          continue;
+        }
         __nv_bfloat16* orow = static_cast<__nv_bfloat16*>(a.o) + id.batch * a.o_batch_stride +
                               hq * a.o_head_stride + (long long)qi * a.o_row_stride;
 #pragma unroll
@@ -2079,8 +2142,46 @@ __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const S
         }
       }
     }
+    if (kWgEpilogueTma && stage_o && kTma && maps.o_ok) {  // maps.o_ok: 0 where O has no map
+      if constexpr (kWgEpilogueTma) {
+        // wg_epilogue=tma: the copy engine stores the warpgroup's rows, then the Q buffer goes back
+        fence_async_smem();  // this thread's rows, visible to the copy engine
+        asm volatile("bar.sync %0, 128;\n" ::"r"(8 + c) : "memory");  // the warpgroup's rows are in
+        if ((tid & 127) == 0) {
+          const int q0 = (m0 + c * 64) / sc.gp;
+#pragma unroll
+          for (int p = 0; p < D / 64; ++p)
+            tma_store_5d(&dependent<D>(maps).o, q_cur + uint32_t(p * BM * 128 + c * 64 * 128), p * 64, 0, q0,
+                         id.head, id.batch);
+          asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+          asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");  // the engine has read them
+        }
+        release_q_now();
+      }
+    } else if (stage_o) {
+      // wg_epilogue=smem: the warpgroup's 64 rows go out in 16-byte chunks (a row's on consecutive
+      // threads), then the Q buffer goes back to the producer
+      asm volatile("bar.sync %0, 128;\n" ::"r"(8 + c) : "memory");  // the warpgroup's rows are in
+      const int wt = tid & 127;
+#pragma unroll
+      for (int k = 0; k < CH / 2; ++k) {
+        const int lr = (wt + 128 * k) / CH, ch = (wt + 128 * k) % CH;
+        const int r = m0 + c * 64 + lr;
+        if (r >= sc.mtotal) continue;
+        const uint4 v = lds_b128(q_cur + 2u * uint32_t(sw_off<BM>(c * 64 + lr, ch)));
+        const int qi = kWgTilePublish && sc.gp == 1 ? r : r / sc.gp;
+        const int hq = hbase + (kWgTilePublish ? r - qi * sc.gp : r % sc.gp);
+        __nv_bfloat16* orow = static_cast<__nv_bfloat16*>(a.o) + id.batch * a.o_batch_stride +
+                              hq * a.o_head_stride + (long long)qi * a.o_row_stride;
+        *reinterpret_cast<uint4*>(orow + ch * 8) = v;
+      }
+      fence_async_smem();  // these reads come before the producer's next copy into the buffer
+      release_q_now();
+    }
     gb += uint32_t(nb);
   }
+  // wg_epilogue=tma: the last stores complete before the CTA ends
+  if (kWgEpilogueTma && kTma && (tid & 127) == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
   // Consumer 0 takes the turn consumer 1 passed last, so no arrival is left on a barrier.
   if constexpr (kWgPingpong && HC > 1) {
     if (c == 0) asm volatile("bar.sync 1, 256;\n" ::: "memory");
