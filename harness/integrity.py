@@ -217,16 +217,15 @@ def sabotage_reason(name: str, uses: Sequence[StreamUse]) -> str | None:
     """A baseline or peer call that started while work was still queued on a default stream, or
     whose fence found work there during the call: only the candidate puts work there (the peers and
     the baseline run on the harness stream), and it would be timed as theirs."""
-    for label, field in (("legacy", "legacy_busy_at_start"), ("per-thread", "per_thread_busy_at_start")):
-        busy = [getattr(u, field) for u in uses if getattr(u, field) is not None]
-        if busy and median(busy) > OUTLIVED_SLACK_MS:
-            return (f"sabotage: the kernel's work on the {label} default stream was still running "
-                    f"{median(busy):.3f} ms into the timed calls of {name} (median of {len(busy)}): it "
-                    f"shares the device with what the harness times next and makes {name} read slower")
-    for label, field in (("legacy", "legacy_after_start"), ("per-thread", "per_thread_after_start")):
-        during = [getattr(u, field) for u in uses if getattr(u, field) is not None]
-        if during and median(during) > DEFAULT_STREAM_SLACK_MS:
-            return (f"sabotage: work on the {label} default stream ran {median(during):.3f} ms into the "
-                    f"timed calls of {name} (median of {len(during)}), which put nothing there: the "
-                    f"fence counts it as {name}'s time and makes {name} read slower")
+    checks = ((OUTLIVED_SLACK_MS, "busy_at_start", "the kernel's work on the {label} default stream was still "
+               "running {ms:.3f} ms into the timed calls of {name} (median of {n}): it shares the device with "
+               "what the harness times next and makes {name} read slower"),
+              (DEFAULT_STREAM_SLACK_MS, "after_start", "work on the {label} default stream ran {ms:.3f} ms into "
+               "the timed calls of {name} (median of {n}), which put nothing there: the fence counts it as "
+               "{name}'s time and makes {name} read slower"))
+    for slack, suffix, words in checks:
+        for label, prefix in (("legacy", "legacy"), ("per-thread", "per_thread")):
+            seen = [getattr(u, f"{prefix}_{suffix}") for u in uses if getattr(u, f"{prefix}_{suffix}") is not None]
+            if seen and median(seen) > slack:
+                return "sabotage: " + words.format(label=label, ms=median(seen), name=name, n=len(seen))
     return None

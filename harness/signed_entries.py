@@ -71,7 +71,9 @@ def _read_or_make(path: Path) -> bytes:
             os.link(draft, path)
         except FileExistsError:  # another process made it meanwhile: its key is the folder's
             made = _read_key(path)
-            assert made is not None
+            if made is None:  # made and deleted again meanwhile: a folder being cleared
+                raise RuntimeError(f"the cache's signing key {path} appeared and vanished while this "
+                                   "process made one") from None
             return made
         return key
     finally:

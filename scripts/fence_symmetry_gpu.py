@@ -31,6 +31,13 @@ if str(ROOT) not in sys.path:
 PEERS = ("fa3", "cudnn")
 
 
+QUANTITIES = ("x_fa3", "x_cudnn", "x_baseline", "kernel_ms", "fa3_ms", "cudnn_ms")
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None or v != v else f"{v:.4f}"  # a peer that timed nothing reads "-", not a crash
+
+
 def geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
@@ -46,7 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--filter", default="category=decode")
     p.add_argument("--rounds", type=int, default=2, help="each round is one on/off pair, alternating its order")
     args = p.parse_args(argv)
+    if args.rounds < 1:
+        p.error("--rounds must be at least 1 (each round is one on/off pair)")
+    if not args.kernel.is_file():
+        p.error(f"--kernel {args.kernel}: no such file")
     scenarios = select(default_suite(), "all", args.filter)
+    if not scenarios:
+        p.error(f"--filter {args.filter!r} chooses no scenario")
     base = EvalSettings(peers=PEERS)
     evaluate_source(args.kernel, scenarios[:4], settings=base)  # warm-up: nvcc, the peers' first calls
     rows: list[dict[str, Any]] = []
@@ -61,21 +74,20 @@ def main(argv: list[str] | None = None) -> int:
                      "kernel_ms": geomean([s.time_ms for s in ok if s.time_ms]),
                      **{f"{n}_ms": geomean([s.peers[n].time_ms or 0.0 for s in ok]) for n in PEERS}})
         r = rows[-1]
-        print(f"hardening {'on ' if hardening else 'off'} {r['passed']} x FA3 {r['x_fa3']:.4f} x cuDNN "
-              f"{r['x_cudnn']:.4f} x baseline {r['x_baseline']:.3f}  kernel {r['kernel_ms']:.4f} ms  "
-              f"fa3 {r['fa3_ms']:.4f} ms  cudnn {r['cudnn_ms']:.4f} ms", flush=True)
+        print(f"hardening {'on ' if hardening else 'off'} {r['passed']} "
+              + "  ".join(f"{k} {_num(r[k])}" for k in QUANTITIES), flush=True)
 
-    def mean(key: str, on: bool) -> float:
+    def mean(key: str, on: bool) -> float | None:
         values = [float(r[key]) for r in rows if r["hardening"] is on and r[key]]
-        return sum(values) / len(values)
+        return sum(values) / len(values) if values else None  # None: no passed run timed it
 
     print(f"\nfence symmetry on {rows[0]['gpu']}, {args.kernel.name}, {args.filter} ({len(scenarios)} scenarios), "
           f"{args.rounds} on/off pairs")
     print("| quantity | on (fenced) | off | on / off |")
     print("|---|---|---|---|")
-    for key in ("x_fa3", "x_cudnn", "x_baseline", "kernel_ms", "fa3_ms", "cudnn_ms"):
+    for key in QUANTITIES:
         on, off = mean(key, True), mean(key, False)
-        print(f"| {key} | {on:.4f} | {off:.4f} | {on / off:.4f} |")
+        print(f"| {key} | {_num(on)} | {_num(off)} | {_num(on / off if on and off else None)} |")
     return 0
 
 
