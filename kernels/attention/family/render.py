@@ -1,25 +1,22 @@
 """Render one self-contained ABI v1 kernel file (.cu) from a knob setting. Render chooses values: the
 knobs become constants in the file's header, which the CUDA templates and their fragments
-(`cuda/*.cuh`, inlined here) read with `if constexpr`; the knobs not yet converted are text edits
-(`splices/<knob>.splice`), applied in a fixed order. docs/family.md, "How rendering works"."""
+(`cuda/*.cuh`, inlined here) read with `if constexpr`; a knob that changes a declaration (a kernel's
+parameters, an include) has both forms in the template under `#if SOCRATIC_<NAME>`, which render
+resolves (`resolve_blocks`). docs/family.md, "How rendering works"."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kernels.attention.family.space import HEAD_DIMS, Knobs, knobs_from_mapping
-from kernels.attention.family.splice import apply
 
-TEMPLATE = Path(__file__).with_name("template.cu.in")
-TEMPLATE_SM90 = Path(__file__).with_name("template_sm90.cu.in")
-TEMPLATE_SM90_TMA = Path(__file__).with_name("template_sm90_tma.cu.in")
+TEMPLATE = Path(__file__).with_name("template.cu.in")  # includes template_sm90.cu.in beside it
 FRAGMENTS = Path(__file__).with_name("cuda")  # one header per concern, inlined by render
-# The Hopper section goes into the namespace after the mma.sync launchers, which it falls back
-# to for decode shapes; the ABI entry points then call its dispatchers.
-SM90_ANCHOR = "bool aligned16(const void* p)"
 # Registers per thread after setmaxnreg: producer warpgroup, consumer warpgroups (2 consumers:
 # 128 * (40 + 2 * 232) = 64512 of the 65536 per SM; 24 spills the producer, 224 the d256 consumer).
 REGS_PRODUCER = 40
@@ -194,53 +191,99 @@ def sm90_constants(k: Knobs) -> str:
     return "\n".join(lines)
 
 
-def inline_fragments(text: str) -> str:
-    """Each `#include "X.cuh"` line of a template replaced by the family's fragment cuda/X.cuh (a
-    rendered kernel is one file: toolkit headers and contract.h only)."""
+_DIRECTIVE = re.compile(r"#\s*(ifdef|ifndef|if|elif|else|endif)\b(.*)")
+
+
+@dataclass
+class _Open:
+    """One open conditional of resolve_blocks: its line, and for a block on a resolved symbol the
+    symbol, whether the branch being read is kept and whether `#else` was passed."""
+
+    line: int
+    symbol: str | None = None
+    kept: bool = True
+    in_else: bool = False
+
+
+def resolve_blocks(text: str, symbols: Mapping[str, bool], where: str = "template") -> str:
+    """`text` with each `#if NAME` [`#else`] `#endif` block on a symbol of `symbols` replaced by the
+    branch its value takes, the directive lines dropped; every other directive stays as written.
+    Raises ValueError where a symbol of `symbols` appears in another form (`#ifdef`, `#elif`, an
+    expression), a resolved block nests in another, a block has two `#else`, or the conditionals
+    of `text` do not balance."""
+    out: list[str] = []
+    stack: list[_Open] = []
+    for n, line in enumerate(text.splitlines(keepends=True), 1):
+        keep = all(o.kept for o in stack)
+        m = _DIRECTIVE.match(line.lstrip())
+        if not m:
+            if keep:
+                out.append(line)
+            continue
+        kind, expr = m.group(1), re.split(r"//|/\*", m.group(2))[0].strip()
+        if kind == "if" and expr in symbols:
+            if any(o.symbol for o in stack):
+                raise ValueError(f"{where}:{n}: #if {expr} inside another resolved block")
+            stack.append(_Open(n, expr, symbols[expr]))
+            continue
+        named = sorted(set(re.findall(r"\w+", expr)) & symbols.keys())
+        if named:
+            raise ValueError(f"{where}:{n}: {line.strip()!r}: {named[0]} is resolved only as `#if {named[0]}`")
+        if kind in ("if", "ifdef", "ifndef"):
+            stack.append(_Open(n))
+        elif not stack:
+            raise ValueError(f"{where}:{n}: #{kind} without its #if")
+        elif (top := stack[-1]).symbol is None:
+            if kind == "endif":
+                stack.pop()
+        elif kind == "elif":
+            raise ValueError(f"{where}:{n}: #elif in the block on {top.symbol} (only #if, #else, #endif)")
+        elif kind == "else":
+            if top.in_else:
+                raise ValueError(f"{where}:{n}: a second #else in the block on {top.symbol}")
+            top.kept, top.in_else = not symbols[top.symbol], True
+            continue
+        else:
+            stack.pop()
+            continue
+        if keep:
+            out.append(line)
+    if stack:
+        raise ValueError(f"{where}:{stack[-1].line}: #if without its #endif")
+    return "".join(out)
+
+
+def inline_fragments(text: str, symbols: Mapping[str, bool], where: str = TEMPLATE.name) -> str:
+    """`text` with its blocks on `symbols` resolved and each remaining `#include "X.cuh"` line
+    replaced by the fragment cuda/X.cuh (`"X.cu.in"`: the template X.cu.in), expanded the same way:
+    a rendered kernel is one file (toolkit headers and contract.h only)."""
     def fragment(m: re.Match[str]) -> str:
-        return inline_fragments((FRAGMENTS / m.group(1)).read_text())
+        name = m.group(1)
+        path = FRAGMENTS / name if name.endswith(".cuh") else TEMPLATE.with_name(name)
+        return inline_fragments(path.read_text(), symbols, name)
 
-    return re.sub(r'^#include "([\w.]+\.cuh)"\n', fragment, text, flags=re.M)
-
-
-def _with_tma(text: str) -> str:
-    device, _, host = TEMPLATE_SM90_TMA.read_text().partition("//@@SM90_TMA_HOST@@\n")
-    return apply(text, "wg_load_tma", DEVICE=device, HOST=host)
-
-
-def sm90_section(k: Knobs) -> str:
-    """The Hopper kernel (template_sm90.cu.in) with the splices of the setting's Hopper knobs."""
-    text = inline_fragments(TEMPLATE_SM90.read_text()).replace("//@@SM90_CONSTANTS@@", sm90_constants(k))
-    if k.wg_load == "tma":
-        text = _with_tma(text)
-    return text.replace("//@@SM90_WGMMA@@", wgmma_wrappers({k.wg_block_n(d) for d in HEAD_DIMS}, set(HEAD_DIMS)))
-
-
-def _with_hopper(text: str, k: Knobs) -> str:
-    """mma=wgmma: the Hopper section after the mma.sync launchers, the ABI entry points calling its
-    dispatchers, and the knobs whose splices reach outside the section."""
-    head, anchor, tail = text.partition(SM90_ANCHOR)
-    if not anchor:
-        raise RuntimeError(f"template.cu.in lost the anchor {SM90_ANCHOR!r} of the Hopper section")
-    tail = tail.replace("fam::launch<", "fam::launch_any<").replace("fam::workspace<", "fam::workspace_any<")
-    text = head + sm90_section(k) + anchor + tail
-    if k.wg_load == "tma":
-        text = apply(text, "wg_load_tma", "includes")
-    return text
+    return re.sub(r'^#include "([\w.]+\.(?:cuh|cu\.in))"\n', fragment, resolve_blocks(text, symbols, where),
+                  flags=re.M)
 
 
 def render(knobs: Knobs) -> str:
     """The kernel source for a valid setting (raises KnobError for an invalid one)."""
     knobs.validate()
-    comment = "\n".join("//   " + line for line in json.dumps(knobs.recorded(), indent=1).splitlines())
-    text = (
-        TEMPLATE.read_text()
-        .replace("//@@KNOB_COMMENT@@", comment)
-        .replace("//@@KNOB_CONSTANTS@@", knob_constants(knobs))
-    )
-    text = inline_fragments(text)
-    if knobs.mma == "wgmma":
-        text = _with_hopper(text, knobs)
+    wgmma = knobs.mma == "wgmma"
+    symbols = {"SOCRATIC_MMA_WGMMA": wgmma, "SOCRATIC_WG_LOAD_TMA": wgmma and knobs.wg_load == "tma"}
+    values = {
+        "KNOB_COMMENT": "\n".join("//   " + line for line in json.dumps(knobs.recorded(), indent=1).splitlines()),
+        "KNOB_CONSTANTS": knob_constants(knobs),
+    }
+    if wgmma:
+        values["SM90_CONSTANTS"] = sm90_constants(knobs)
+        values["SM90_WGMMA"] = wgmma_wrappers({knobs.wg_block_n(d) for d in HEAD_DIMS}, set(HEAD_DIMS))
+    text = inline_fragments(TEMPLATE.read_text(), symbols)
+    for name, value in values.items():
+        marker = f"//@@{name}@@"
+        if text.count(marker) != 1:
+            raise RuntimeError(f"the templates name {marker} {text.count(marker)} times, not once")
+        text = text.replace(marker, value)
     return text
 
 
