@@ -14,7 +14,9 @@ INT64_MIN = -(2**63)
 INT32_MAX = 2**31 - 1  # PostgreSQL's INTEGER: what the integer columns of app/store/models.py hold there
 MAX_DEPTH = 32  # nesting of JSON objects and lists in any free-form field
 MAX_TEXT = 1_000_000  # characters in one text value (a kernel source is ~30 000)
-MAX_KEY = 200  # characters in one object key
+# characters in one object key: the offline agent keys its record by a family setting's slug,
+# over 200 characters for a Hopper setting with many knobs set (about 300 at most)
+MAX_KEY = 1000
 MAX_ITEMS = 100_000  # values in one free-form structure
 MAX_SPEEDUP = 1e6  # no kernel is a million times faster than its baseline; charts scale up to this
 MAX_MAGNITUDE = 1e18  # any other stored number: far beyond any cost, time or count, far from overflow

@@ -561,20 +561,26 @@ class OfflineAgent(Agent):
     def _with_enabler(self, knob: str, value: str) -> tuple[Knobs | None, str]:
         """`knob=value` together with another setting a finding names that it needs (the family
         refuses it alone), in the findings' order: e.g. the dynamic scheduler or the copy-engine
-        epilogue with the Q ring. Never with one that made a kernel clearly slower (`_lost`)."""
+        epilogue with the Q ring. A companion that made a kernel clearly slower alone (over 3%) is
+        paired once at most: a pair is another kernel (on the H100 persistent CTAs alone lost 5%
+        where with the dynamic scheduler they won 5%), but a loser paired twice cost two
+        evaluations (2026-12-06)."""
         lost = self._lost()
+        paired = {str(t.get("knob", "")).split(", ", 1)[0] for t in self.tried.values()
+                  if ", " in str(t.get("knob", "")) and t.get("verdict") != "leader"}
         for f in self.findings:
             for _, k, v in settings_of(f):
-                if k == knob or not v or str(self.best.get(k)).lower() == v or (k, v) in lost:
+                if k == knob or not v or str(self.best.get(k)).lower() == v:
                     continue
                 before = self._changed({k: v})
-                seen = self.tried.get(before.slug()) if before is not None else None
-                speed = seen.get("speedup") if seen else None
-                if before is None or (seen and (not isinstance(speed, int | float) or not self.best_speedup
-                                                or speed < 0.97 * self.best_speedup)):
+                if before is None:
                     continue
+                seen = self.tried.get(before.slug())
+                speed = seen.get("speedup") if seen else None
+                slower = (k, v) in lost or bool(seen and (not isinstance(speed, int | float) or not self.best_speedup
+                                                          or speed < 0.97 * self.best_speedup))
                 both = self._changed({k: v, knob: value})
-                if both is not None:
+                if both is not None and not (slower and f"{k}={v}" in paired):
                     return both, f"{k}={v}, {knob}"
         return None, ""
 

@@ -43,6 +43,7 @@ from app.services.devices import DeviceQueue
 from app.settings import Settings
 from app.store.database import Database, alembic_config
 from app.store.events import EventHub, Unit
+from app.store.input_limits import MAX_KEY, LimitError, check_json_value
 from app.store.models import Event, SteeringSession
 from app.store.trace_models import TraceImport
 from tests.app.domain.audit.conftest import RecordedSession, open_database
@@ -193,6 +194,19 @@ def test_the_cli_exports_to_stdout_and_imports_a_file(recorded: RecordedSession,
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"type": "header"}\n')
     assert main(["trace", "import", str(bad), "--db", str(target_db)]) == 1
+
+
+def test_a_trace_the_server_wrote_imports_with_its_agent_s_long_setting_keys(database: Database) -> None:
+    # the H100 run of 2026-12-06: the bank arm's offline agent keyed its record by settings whose slugs
+    # passed 200 characters, which import refused though the server had written them
+    path = Path(__file__).resolve().parents[4] / "examples" / "agent-v2" / "prefill36-turns-bank.jsonl.xz"
+    text = trace_text(path.read_bytes(), 64 * 2**20)
+    tried = json.loads(text.splitlines()[1])["runner_state"]["agent"]["tried"]
+    assert max(len(k) for k in tried) > 200
+    assert import_text(database, text, path.name) > 0
+    check_json_value({"k" * MAX_KEY: 1})
+    with pytest.raises(LimitError, match="key: longer than"):
+        check_json_value({"k" * (MAX_KEY + 1): 1})
 
 
 def test_a_trace_file_may_be_compressed_and_is_read_within_the_limit(recorded: RecordedSession,

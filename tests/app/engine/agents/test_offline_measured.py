@@ -360,17 +360,38 @@ def test_the_findings_take_turns_one_that_missed_patience_times_waits_and_a_new_
     assert "rescale=lazy" not in step.text and knobs_of(step)["rescale"] != "lazy"
 
 
-def test_a_change_that_lost_clearly_is_never_paired_as_another_setting_s_enabler() -> None:
+def test_a_companion_that_lost_alone_is_paired_once_at_most() -> None:
     # the H100 run of 2026-12-06 paired wg_l2_sections with grid_order=heavy_first twice, though
-    # heavy_first alone had lost 18%: a loser is no enabler
+    # heavy_first alone had lost 18%: a loser is paired once, then never again
     causal = _finding("causal_imbalance", ("scheduling", "grid_order", "heavy_first"))
-    edges = _finding("tile_edges", ("scheduling", "wg_l2_sections", "32"))
+    edges = _finding("tile_edges", ("scheduling", "wg_l2_sections", "32"), ("scheduling", "wg_l2_sections", "64"))
     a = measured(start="mma=wgmma,wg_load=tma,persistent=true,grid_order=m_fastest", patience=3)
     assert a._changed({"wg_l2_sections": "32"}) is None  # the sections need another grid order
     step = _profiled(a, [causal, edges])
     assert knobs_of(step)["grid_order"] == "heavy_first"
     step = run(a.step(_answer(step, 1.64)))
+    assert step.tool_calls[0].args["title"] == "scheduling: grid_order=heavy_first, wg_l2_sections"
+    assert knobs_of(step)["wg_l2_sections"] == 32
+    step = run(a.step(_answer(step, 1.7)))  # the pair lost too: heavy_first is no companion again
     assert step.tool_calls[0].name != SUBMIT_CANDIDATE or knobs_of(step)["grid_order"] != "heavy_first"
+
+
+def test_a_setting_whose_only_companion_lost_alone_is_still_measured_with_it() -> None:
+    # the H100 run of 2026-12-06 on 36 prefill scenarios: persistent CTAs alone lost 5%, and the dynamic
+    # scheduler (refused without them) was then never measured in that arm; in the bank's arm the two
+    # together were a leader (+5%)
+    low = _finding("low_tensor_core_share", ("scheduling", "persistent", "true"))
+    causal = _finding("causal_imbalance", ("scheduling", "wg_scheduler", "dynamic"))
+    a = measured(start="mma=wgmma,wg_load=tma,wg_q_stages=2", patience=3)
+    assert a._changed({"wg_scheduler": "dynamic"}) is None  # refused without persistent CTAs
+    step = _profiled(a, [low, causal])
+    assert knobs_of(step)["persistent"] is True and knobs_of(step)["wg_scheduler"] == "static"
+    step = run(a.step(_answer(step, 1.9)))  # 5% slower alone
+    got = knobs_of(step)
+    assert got["persistent"] is True and got["wg_scheduler"] == "dynamic"
+    assert step.tool_calls[0].args["title"] == "scheduling: persistent=true, wg_scheduler"
+    step = run(a.step(_answer(step, 1.95)))  # the pair missed: persistent CTAs are no companion again
+    assert a._with_enabler("wg_scheduler", "dynamic") == (None, "")
 
 
 def test_a_setting_the_family_refuses_alone_comes_with_the_setting_of_another_finding_it_needs() -> None:
