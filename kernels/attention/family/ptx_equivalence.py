@@ -9,11 +9,11 @@ the same functions in another order: "identical (reordered)".
 
     python3 -m kernels.attention.family.ptx_equivalence [--rev HEAD] [--jobs 2] [--record] [NAME ...]
 
---record writes the verdicts to gallery_ptx.json beside this file, with the sha256 of each measured
-file (and of its strict build, which the gallery's harness reports name) and of its rendering: the
-record that ties a report to the file that replaced the one it measured. After a re-render is
-committed, check it again with --rev at the commit before it (a file that renders as committed
-keeps its recorded lineage).
+--record writes the verdicts to gallery_ptx.json beside this file (with NAMEs, only their rows), with
+the sha256 of each measured file (and of its strict build, which the gallery's harness reports
+name) and of its rendering: the record that ties a report to the file that replaced the one it
+measured. After a re-render is committed, check it again with --rev at the commit before it (a
+file that renders as committed keeps its recorded lineage).
 """
 
 from __future__ import annotations
@@ -133,7 +133,9 @@ def main(argv: list[str] | None = None) -> int:
             old = known.get(name)
             if row["ptx"] == "byte-identical" and old and old["rendered"] == row["rendered"]:
                 results[name] = old
-        RECORD.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+        # kernels named on the command line: their rows replace theirs, the others' stay
+        rows = {**known, **results} if args.names else results
+        RECORD.write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
     return 0 if all(row["ptx"] != "DIFFERENT" for row in results.values()) else 1
 
 

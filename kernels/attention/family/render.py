@@ -158,17 +158,6 @@ def sm90_constants(k: Knobs) -> str:
         *([f"template <>\nstruct WgC<64> {{  // wg_wide_d64: three consumers at d64\n"
            f"  static constexpr int HC = 3, RP = {REGS_WIDE_PRODUCER}, RC = {REGS_WIDE_CONSUMER};\n"
            "  static constexpr bool kMapsOnly = true;\n};"] if k.wg_wide_d64 else []),
-        *(["// no copy-engine build in this file (where there is one, the kernel's own kTma and kSolo hide these)",
-            "constexpr bool kTma = false;", "constexpr bool kSolo = false;", "constexpr bool kLong = false;",
-            "constexpr int kCl = 1;",
-            "struct Sm90NoMaps {",
-            "  static constexpr int o_ok = 0;",
-            "};",
-            "constexpr Sm90NoMaps maps{};  // the kernel's tensor maps: none, so no O map (wg_epilogue=tma)",
-            "// the copy-engine producer, named only under if constexpr (kTma)",
-            "template <int D, int kCl, class... T>",
-            "__device__ void sm90_produce_tma(const T&...);"]
-          if k.wg_load == "cp_async" else []),
         "template <int D>",
         "struct WgBlockN;",
     ]

@@ -1181,18 +1181,6 @@ struct WgC {
   static constexpr int HC = kWgConsumers, RP = kRegsProducer, RC = kRegsConsumer;
   static constexpr bool kMapsOnly = false;
 };
-// no copy-engine build in this file (where there is one, the kernel's own kTma and kSolo hide these)
-constexpr bool kTma = false;
-constexpr bool kSolo = false;
-constexpr bool kLong = false;
-constexpr int kCl = 1;
-struct Sm90NoMaps {
-  static constexpr int o_ok = 0;
-};
-constexpr Sm90NoMaps maps{};  // the kernel's tensor maps: none, so no O map (wg_epilogue=tma)
-// the copy-engine producer, named only under if constexpr (kTma)
-template <int D, int kCl, class... T>
-__device__ void sm90_produce_tma(const T&...);
 template <int D>
 struct WgBlockN;
 template <>
@@ -1546,6 +1534,18 @@ __device__ __forceinline__ Sm90Tile sm90_tile(int tile, const SocraticAttentionA
   return x;
 }
 
+// no copy-engine build in this file (where there is one, the kernel's own kTma and kSolo hide these)
+constexpr bool kTma = false;
+constexpr bool kSolo = false;
+constexpr bool kLong = false;
+constexpr int kCl = 1;
+struct Sm90NoMaps {
+  static constexpr int o_ok = 0;
+};
+constexpr Sm90NoMaps maps{};  // the kernel's tensor maps: none, so no O map (wg_epilogue=tma)
+// the copy-engine producer, named only under if constexpr (kTma)
+template <int D, int kCl, class... T>
+__device__ void sm90_produce_tma(const T&...);
 template <int D>
 __global__ void __launch_bounds__(Sm90Cfg<D>::kThreads, 1) attn_fwd_sm90(const SocraticAttentionArgs a, const Sched sc) {
   using C = Sm90Cfg<D>;

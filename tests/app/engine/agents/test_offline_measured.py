@@ -321,13 +321,17 @@ def test_a_finding_s_moves_come_in_its_order_and_one_that_needs_a_neutral_move_i
     assert knobs_of(step)["wg_epilogue"] == "smem" and knobs_of(step)["wg_q_stages"] == 2
 
 
-def test_a_move_that_needs_a_slower_move_is_not_measured() -> None:
+def test_a_move_that_needs_a_slower_move_comes_after_the_others_and_once() -> None:
     edges = _finding("tile_edges", ("memory", "wg_q_stages", "2"), ("memory", "wg_epilogue", "tma"))
     loop = _finding("loop_below_roofline", ("math", "softmax_exp", "exp2_folded"))
     a = measured(start="mma=wgmma,wg_load=tma,persistent=true,softmax_exp=expf", patience=3)
     step = _profiled(a, [edges, loop])
-    step = run(a.step(_answer(step, 1.5)))  # the Q ring costs 25%: nothing is built on it
+    step = run(a.step(_answer(step, 1.5)))  # the Q ring costs 25%: the other finding's move first
     assert knobs_of(step)["softmax_exp"] == "exp2_folded" and knobs_of(step)["wg_q_stages"] == 1
+    step = run(a.step(_answer(step, 1.97)))  # then the epilogue that needs the Q ring, on top of it
+    assert step.tool_calls[0].args["title"] == "memory: wg_q_stages=2, wg_epilogue"
+    step = run(a.step(_answer(step, 1.6)))  # the pair lost too: nothing more is built on the Q ring
+    assert knobs_of(step)["wg_q_stages"] == 1
 
 
 def test_the_findings_take_turns_one_that_missed_patience_times_waits_and_a_new_leader_resets_it() -> None:
