@@ -18,7 +18,8 @@ from typing import Any
 
 from harness.report import EvaluationReport, ScenarioResult
 
-PROFILE_SCHEMA = 2  # 2: findings carry further moves; shape findings (tile edges, causal balance, the loop)
+PROFILE_SCHEMA = 3  # 2: findings carry further moves; shape findings (tile edges, causal balance, the loop);
+#                    3: the decode finding names the decode knobs after split-KV
 COMPUTE, MEMORY, UNKNOWN = "compute", "memory", "unknown"
 # Thresholds of the findings (shares of the measured roofline).
 FAR_FROM_ROOFLINE = 0.5  # a compute-bound category below half the matrix rate
@@ -419,11 +420,18 @@ def findings_for(arch: str, cats: Sequence[CategoryProfile], rows: Sequence[Scen
             "a few % to 30% on the spilling kernel's shapes"))
     decode = next((c for c in cats if c.category == "decode"), None)
     if decode is not None and decode.bandwidth_pct is not None and decode.bandwidth_pct < 100 * DECODE_FAR:
+        # after split-KV, the family's decode knobs in the order they paid on the H100
+        # (docs/lab/family-measured.md: the Hopper kernel for decode 0.89 -> 0.95x FA3, the wide
+        # combine +5.6% on decode, the two-warp decode tile of the mma.sync kernel 0.60 -> 0.83x)
         out.append(Finding(
             "decode_far_from_bandwidth", 0.6 * (1 - decode.bandwidth_pct / 100),
             f"decode streams K/V at {decode.bandwidth_pct:.0f}% of the measured copy bandwidth: too few CTAs "
-            "read the keys", "scheduling", "split_kv", "1wave",
-            "decode GB/s toward the copy rate", "2-3x on decode (split-KV fills the SMs)", ("decode",)))
+            "read the keys, or each reads them slowly", "scheduling", "split_kv", "1wave",
+            "decode GB/s toward the copy rate", "2-3x on decode (split-KV fills the SMs)", ("decode",),
+            (("tiling", "wg_decode", "wgmma"), ("scheduling", "pack_gqa", "decode"),
+             ("scheduling", "split_combine", "wide"), ("scheduling", "split_combine", "burst"),
+             ("tiling", "wg_solo_decode", "true"), ("tiling", "decode_tile", "32x64x2"),
+             ("tiling", "decode_kv_warps", "2"))))
     wgmma = _is_hopper(arch) and sass is not None and sass.get("HGMMA", 0) > 0
     full = [r.tflops for r in rows if not r.causal and r.tflops and r.category == "prefill"]
     causal = [r.tflops for r in rows if r.causal and r.tflops and r.category == "prefill"]

@@ -72,6 +72,8 @@ def test_hopper_without_hgmma_is_diagnosed_first_and_points_at_the_math_layers_w
     assert "decode_far_from_bandwidth" in codes
     decode = next(f for f in p.findings if f.code == "decode_far_from_bandwidth")
     assert (decode.layer, decode.knob) == ("scheduling", "split_kv")
+    # after split-KV the decode knobs, the Hopper kernel's decode first (docs/lab/family-measured.md)
+    assert [(k, v) for _, k, v in decode.settings()][1:3] == [("wg_decode", "wgmma"), ("pack_gqa", "decode")]
 
 
 def test_hgmma_without_tma_points_at_the_memory_layers_copy_engine_and_not_at_wgmma() -> None:
@@ -112,7 +114,9 @@ def test_every_finding_names_a_layer_and_knob_of_the_family() -> None:
     for r in reports:
         for f in profile_report(r, ncu=ncu).findings:
             seen.add(f.code)
-            assert f.layer in KNOB_SPACE and KNOB_LAYER[f.knob] == f.layer, f
+            for layer, knob, value in f.settings():
+                assert layer in KNOB_SPACE and KNOB_LAYER[knob] == layer, (f.code, knob)
+                assert not value or value in [str(v).lower() for v in KNOB_SPACE[layer][knob]], (f.code, knob, value)
     assert {"no_wgmma_on_hopper", "no_tma_on_hopper", "no_tensor_cores", "spills", "causal_no_skip",
             "decode_far_from_bandwidth", "low_l2_hit_rate"} <= seen
 

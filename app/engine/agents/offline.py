@@ -464,10 +464,25 @@ class OfflineAgent(Agent):
             if self.focus not in self.visited:
                 self.visited.append(self.focus)
             target, why = self._next_layer()
+            if target is None:
+                # every change never measured is measured: the findings' changes that missed from an
+                # earlier leader (within the noise), then the layers' (`_ordered_untried(again=True)`)
+                again = self._finding_moves(again=True)
+                if again:
+                    self.declared = False
+                    setting, layer, knob, value, finding = again[0]
+                    change = f"{knob}={value}" if value else knob
+                    words.append(f"Every change the profile and the layers name is measured; {change} missed from "
+                                 f"an earlier leader within the noise, so I measure it again from this one ({layer}).")
+                    return self._submit(words, [(setting, layer, knob, value)],
+                                        self._finding_expectation(finding, knob, value),
+                                        finding=str(finding.get("code", "")))
+                self.visited = [] if self.declared else self.visited
+                target, why = self._next_layer(again=True)
             if target is None and self.declared:
                 # resumed without a question after it declared: only what was never measured is left
                 self.visited = []
-                target, why = self._next_layer()
+                target, why = self._next_layer(again=True)
             if target is None:
                 if self.declared:
                     reason = ("Every neighbour of the leader in every layer is measured already (the record "
@@ -482,7 +497,7 @@ class OfflineAgent(Agent):
             self.focus, self.since_gain, self.steered = target, 0, False
             self.moves.append({"text": "", "from": before, "to": target, "why": f"measured: {why}"})
             words.append(f"My {before} search has stalled; the diagnosis ranks {target} next ({why}).")
-            fresh = self._ordered_untried(self.focus)
+            fresh = self._ordered_untried(self.focus) or self._ordered_untried(self.focus, again=True)
         self.declared = False
         chosen = fresh[: self.settings.batch]
         _, layer, knob, value = chosen[0]
@@ -496,7 +511,7 @@ class OfflineAgent(Agent):
         if self.steered:
             return ""
         for layer, why in self._ranked_layers():
-            if layer in self.visited or not self._untried_neighbours(layer):
+            if layer in self.visited or not self._ordered_untried(layer):
                 continue
             if layer != self.focus:
                 self.moves.append({"text": "", "from": self.focus, "to": layer, "why": f"measured: {why}"})
@@ -504,7 +519,7 @@ class OfflineAgent(Agent):
             return why
         return ""
 
-    def _finding_moves(self) -> list[tuple[Knobs, str, str, str, dict[str, Any]]]:
+    def _finding_moves(self, again: bool = False) -> list[tuple[Knobs, str, str, str, dict[str, Any]]]:
         """The settings the leader's findings name, most at stake first and each finding's in its
         own order, that make a valid setting one change from the leader and were never measured
         (nor discarded on a campaign's board). The findings take turns: after a miss, a finding's
@@ -512,12 +527,18 @@ class OfflineAgent(Agent):
         leader (on the H100 a finding's second and third settings missed where the next finding's
         first won); one that missed `patience` times waits for the next leader. A question that
         chose the focus keeps them inside its layer. A setting the family refuses alone comes with
-        the other finding's setting it needs (`_with_enabler`)."""
+        the other finding's setting it needs (`_with_enabler`).
+
+        Only changes never measured from any leader: on the H100 (2026-12-06, the two measured
+        arms on 36 prefill scenarios) 13 changes measured again from a later leader after a miss
+        gained nothing, where the layers' 13 new changes gave 2 leaders. `again=True`: the changes that missed
+        once from an earlier leader within the noise (never one that lost clearly, `_lost`, nor
+        one that missed twice), for when nothing new is left in any layer."""
         out = []
         discarded = {(k, str(v).lower()) for k, v in self.board_failed}
         for f in self.findings:
             code = str(f.get("code", ""))
-            if self.finding_misses[code] >= self.settings.patience:
+            if self.finding_misses[code] >= self.settings.patience and not again:
                 continue
             for layer, knob, value in settings_of(f):
                 if not value or layer not in LAYERS or (self.steered and layer != self.focus):
@@ -531,13 +552,18 @@ class OfflineAgent(Agent):
                 if setting is None or setting.to_dict() == self.best or self._known(setting):
                     continue
                 out.append((setting, layer, label, value if label == knob else "", f))
-        # a change measured from an earlier leader within the noise waits behind those never measured;
-        # one that lost clearly there (`_lost`) is not a finding's move again (the layer search keeps it)
-        missed = {(t["knob"], str(t["value"]).lower()) for t in self.tried.values() if t.get("verdict") != "leader"}
-        lost = self._lost()
-        kept = [m for m in out if (m[2], m[3].lower()) not in lost]
-        return sorted(kept, key=lambda m: ((m[2], m[3].lower()) in missed,
-                                           self.finding_misses[str(m[4].get("code", ""))]))
+        misses, lost = self._misses(), self._lost()
+        if again:
+            kept = [m for m in out if misses[m[2], m[3].lower()] == 1 and (m[2], m[3].lower()) not in lost]
+        else:
+            kept = [m for m in out if not misses[m[2], m[3].lower()]]
+        return sorted(kept, key=lambda m: self.finding_misses[str(m[4].get("code", ""))])
+
+    def _misses(self) -> Counter[tuple[str, str]]:
+        """How many times each change (knob, value) was measured without becoming the leader,
+        from whichever leader."""
+        return Counter((str(t.get("knob", "")), str(t.get("value", "")).lower()) for t in self.tried.values()
+                       if t.get("verdict") != "leader")
 
     def _lost(self) -> set[tuple[str, str]]:
         """(knob, value) changes that made a kernel clearly slower (by over 3%) than the leader they
@@ -581,7 +607,7 @@ class OfflineAgent(Agent):
                                                           or speed < 0.97 * self.best_speedup))
                 both = self._changed({k: v, knob: value})
                 if both is not None and not (slower and f"{k}={v}" in paired):
-                    return both, f"{k}={v}, {knob}"
+                    return both, f"{k}={v}, {knob}={value}"
         return None, ""
 
     def _finding_expectation(self, f: dict[str, Any], knob: str, value: str) -> str:
@@ -608,23 +634,30 @@ class OfflineAgent(Agent):
         out.extend((x, f"no finding points at it; explored {self.layer_evals[x]} times") for x in rest)
         return out
 
-    def _next_layer(self) -> tuple[str | None, str]:
+    def _next_layer(self, again: bool = False) -> tuple[str | None, str]:
         for layer, why in self._ranked_layers():
-            if layer not in self.visited and self._untried_neighbours(layer):
+            if layer not in self.visited and self._ordered_untried(layer, again):
                 return layer, why
         return None, ""
 
-    def _ordered_untried(self, layer: str) -> list[tuple[Knobs, str, str, str]]:
-        """The layer's unmeasured neighbours, the settings the findings name first."""
+    def _ordered_untried(self, layer: str, again: bool = False) -> list[tuple[Knobs, str, str, str]]:
+        """The layer's unmeasured neighbours whose change was never measured from any leader, the
+        settings the findings name first. `again=True`: every unmeasured neighbour, those whose
+        change missed from an earlier leader after the new ones, fewest misses first, and those
+        that lost clearly there last."""
         wanted = [(knob, value) for f in self.findings for x, knob, value in settings_of(f)
                   if x == layer and value]
         if self._is_hopper() and self.best.get("mma") != "wgmma":
             wanted.insert(0, ("mma", "wgmma"))
+        misses, lost = self._misses(), self._lost()
 
-        def rank(t: tuple[Knobs, str, str, str]) -> int:
-            return next((i for i, w in enumerate(wanted) if w == (t[2], t[3].lower())), len(wanted))
+        def rank(t: tuple[Knobs, str, str, str]) -> tuple[bool, int, int]:
+            change = (t[2], t[3].lower())
+            return (change in lost, misses[change],
+                    next((i for i, w in enumerate(wanted) if w == change), len(wanted)))
 
-        return sorted(self._untried_neighbours(layer), key=rank)
+        return sorted((t for t in self._untried_neighbours(layer) if again or not misses[t[2], t[3].lower()]),
+                      key=rank)
 
     def _expectation(self, layer: str, knob: str, value: str) -> str:
         """Why this change, and the gain expected: the audit reads it in the candidate's notes."""
