@@ -420,15 +420,16 @@ def findings_for(arch: str, cats: Sequence[CategoryProfile], rows: Sequence[Scen
             "a few % to 30% on the spilling kernel's shapes"))
     decode = next((c for c in cats if c.category == "decode"), None)
     if decode is not None and decode.bandwidth_pct is not None and decode.bandwidth_pct < 100 * DECODE_FAR:
-        # after split-KV, the family's decode knobs in the order they paid on the H100
-        # (docs/lab/family-measured.md: the Hopper kernel for decode 0.89 -> 0.95x FA3, the wide
-        # combine +5.6% on decode, the two-warp decode tile of the mma.sync kernel 0.60 -> 0.83x)
+        # after split-KV, the family's decode knobs: a GQA group's heads packed into one tile (on the
+        # H100, 2026-12-06, decode 0.40 -> 0.75x FA3 from a leader without it), then what paid in
+        # docs/lab/family-measured.md: the Hopper kernel for decode (with two other knobs 0.89 ->
+        # 0.95x FA3), the wide combine (+5.6% on decode), the mma.sync kernel's two-warp decode tile
         out.append(Finding(
             "decode_far_from_bandwidth", 0.6 * (1 - decode.bandwidth_pct / 100),
             f"decode streams K/V at {decode.bandwidth_pct:.0f}% of the measured copy bandwidth: too few CTAs "
             "read the keys, or each reads them slowly", "scheduling", "split_kv", "1wave",
             "decode GB/s toward the copy rate", "2-3x on decode (split-KV fills the SMs)", ("decode",),
-            (("tiling", "wg_decode", "wgmma"), ("scheduling", "pack_gqa", "decode"),
+            (("scheduling", "pack_gqa", "decode"), ("tiling", "wg_decode", "wgmma"),
              ("scheduling", "split_combine", "wide"), ("scheduling", "split_combine", "burst"),
              ("tiling", "wg_solo_decode", "true"), ("tiling", "decode_tile", "32x64x2"),
              ("tiling", "decode_kv_warps", "2"))))

@@ -156,6 +156,8 @@ def run_arm(arm: str, args: argparse.Namespace, out: Path, gpu: str | None = Non
     existing = (data_dir / "socratic.db").exists()
     if existing and not args.resume:
         raise SystemExit(f"{data_dir} holds an earlier run of {arm}: pass --resume to go on with it, or another --out")
+    if args.resume and not existing:
+        refuse_resume(out, f"{data_dir} holds no run of {arm}")
     taught = 0
     if spec.get("lessons_from") and not existing:  # the lessons of an earlier arm's trace, before the server starts
         taught = distill_into(data_dir, Path(args.traces), spec["lessons_from"], args.cpu_standin)
@@ -181,6 +183,8 @@ def run_together(arms: list[str], args: argparse.Namespace, out: Path) -> list[d
     existing = (data_dir / "socratic.db").exists()
     if existing and not args.resume:
         raise SystemExit(f"{data_dir} holds an earlier run: pass --resume to go on with it, or another --out")
+    if args.resume and not existing:
+        refuse_resume(out, f"{data_dir} holds no run of arms together")
     server = Server(data_dir, args.cpu_standin)
     t0 = time.monotonic()
     from concurrent.futures import ThreadPoolExecutor
@@ -198,6 +202,17 @@ def run_together(arms: list[str], args: argparse.Namespace, out: Path) -> list[d
         server.close()
     return [record(arm, args, out, data_dir, sid, why, seen, time.monotonic() - t0, 0)
             for arm, (sid, why, seen) in zip(arms, done, strict=True)]
+
+
+def refuse_resume(out: Path, why: str) -> None:
+    """`--resume` with nothing to go on with: a fresh session would start in its place, and its
+    leader would stand for the interrupted one in the final table (it did on the H100, 2026-12-06:
+    an arm run `--together` resumed alone). Says where the earlier run is."""
+    together = (out / "together" / "data" / "socratic.db").exists()
+    alone = sorted(d.name for d in out.glob("*") if (d / "data" / "socratic.db").exists() and d.name != "together")
+    where = ("the arms ran together there: resume with --together" if together else
+             f"runs there: {', '.join(alone)} (resume without --together)" if alone else "no run is there")
+    raise SystemExit(f"--resume: {why}; {where}")
 
 
 def open_session(http: httpx.Client, arm: str, args: argparse.Namespace, existing: bool) -> int:

@@ -72,8 +72,8 @@ def test_hopper_without_hgmma_is_diagnosed_first_and_points_at_the_math_layers_w
     assert "decode_far_from_bandwidth" in codes
     decode = next(f for f in p.findings if f.code == "decode_far_from_bandwidth")
     assert (decode.layer, decode.knob) == ("scheduling", "split_kv")
-    # after split-KV the decode knobs, the Hopper kernel's decode first (docs/lab/family-measured.md)
-    assert [(k, v) for _, k, v in decode.settings()][1:3] == [("wg_decode", "wgmma"), ("pack_gqa", "decode")]
+    # after split-KV the decode knobs: packing a GQA group's heads first, then the Hopper kernel's decode
+    assert [(k, v) for _, k, v in decode.settings()][1:3] == [("pack_gqa", "decode"), ("wg_decode", "wgmma")]
 
 
 def test_hgmma_without_tma_points_at_the_memory_layers_copy_engine_and_not_at_wgmma() -> None:

@@ -388,6 +388,7 @@ class OfflineAgent(Agent):
                 args["parent"] = "leader"
             self.pending[call_id] = {"knobs": knobs.to_dict(), "slug": knobs.slug(), "layer": layer,
                                      "knob": knob, "value": value, "finding": finding,
+                                     "was": str(self.best.get(knob, "")) if knob in self.best else "",
                                      "parent_speedup": self.best_speedup if self.has_leader else None}
             calls.append(ToolCall(SUBMIT_CANDIDATE, args, call_id))
         if self.settings.board:  # what the others concluded meanwhile, for the next choice
@@ -552,7 +553,8 @@ class OfflineAgent(Agent):
                 if setting is None or setting.to_dict() == self.best or self._known(setting):
                     continue
                 out.append((setting, layer, label, value if label == knob else "", f))
-        misses, lost = self._misses(), self._lost()
+        misses, lost, undoes = self._misses(), self._lost(), self._undoes()
+        out = [m for m in out if (m[2], m[3].lower()) not in undoes]  # the layers' last resort (`_ordered_untried`)
         if again:
             kept = [m for m in out if misses[m[2], m[3].lower()] == 1 and (m[2], m[3].lower()) not in lost]
         else:
@@ -649,15 +651,22 @@ class OfflineAgent(Agent):
                   if x == layer and value]
         if self._is_hopper() and self.best.get("mma") != "wgmma":
             wanted.insert(0, ("mma", "wgmma"))
-        misses, lost = self._misses(), self._lost()
+        misses, lost, undoes = self._misses(), self._lost(), self._undoes()
 
-        def rank(t: tuple[Knobs, str, str, str]) -> tuple[bool, int, int]:
+        def rank(t: tuple[Knobs, str, str, str]) -> tuple[bool, bool, int, int]:
             change = (t[2], t[3].lower())
-            return (change in lost, misses[change],
+            return (change in undoes, change in lost, misses[change],
                     next((i for i, w in enumerate(wanted) if w == change), len(wanted)))
 
-        return sorted((t for t in self._untried_neighbours(layer) if again or not misses[t[2], t[3].lower()]),
-                      key=rank)
+        return sorted((t for t in self._untried_neighbours(layer)
+                       if again or not (misses[t[2], t[3].lower()] or (t[2], t[3].lower()) in undoes)), key=rank)
+
+    def _undoes(self) -> set[tuple[str, str]]:
+        """(knob, value) changes that would take back a change that made a leader: on the H100
+        (2026-12-06, the all-182 arm) five of 53 evaluations set a knob back to the value a leader
+        had left (causal_skip, softmax_exp, split_kv, mask_split, pack_gqa) and each lost 8-40%."""
+        return {(str(t["knob"]), str(t["was"]).lower()) for t in self.tried.values()
+                if t.get("verdict") == "leader" and t.get("was") and t.get("value")}
 
     def _expectation(self, layer: str, knob: str, value: str) -> str:
         """Why this change, and the gain expected: the audit reads it in the candidate's notes."""

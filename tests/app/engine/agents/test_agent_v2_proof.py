@@ -63,6 +63,18 @@ def test_together_runs_the_arms_as_sessions_of_one_server_at_once(tmp_path: Path
         [sys.executable, "scripts/agent_v2_proof.py", "--cpu-standin", "--together", "--no-final",
          "--out", str(tmp_path / "out"), "--arms", "autonomous"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert again.returncode != 0 and "pass --resume" in again.stdout + again.stderr
+    # an arm that ran together, resumed alone, would start a fresh session whose leader stands for the
+    # interrupted one in the final table (the H100 run of 2026-12-06): refused before any server starts
+    alone = subprocess.run(
+        [sys.executable, "scripts/agent_v2_proof.py", "--cpu-standin", "--resume", "--no-final",
+         "--out", str(tmp_path / "out"), "--arms", "autonomous"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert alone.returncode != 0 and "resume with --together" in alone.stdout + alone.stderr
+    assert not (tmp_path / "out" / "autonomous" / "data" / "socratic.db").exists()
+    nothing = subprocess.run(
+        [sys.executable, "scripts/agent_v2_proof.py", "--cpu-standin", "--resume", "--together", "--no-final",
+         "--out", str(tmp_path / "empty"), "--arms", "autonomous"], cwd=ROOT, capture_output=True, text=True,
+        timeout=60)
+    assert nothing.returncode != 0 and "no run is there" in nothing.stdout + nothing.stderr
 
 
 def test_the_all_182_arm_searches_on_a_third_of_the_suite_and_is_judged_on_all_of_it(tmp_path: Path) -> None:

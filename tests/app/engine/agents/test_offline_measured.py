@@ -389,6 +389,31 @@ def test_a_change_that_missed_from_an_earlier_leader_comes_back_once_and_only_wh
     assert a._finding_moves(again=True) == [] and not any(a._ordered_untried(x, again=True) for x in LAYERS)
 
 
+def test_taking_back_a_change_that_made_a_leader_waits_until_nothing_new_is_left() -> None:
+    # the H100 all-182 run of 2026-12-06 set causal_skip, softmax_exp, split_kv, mask_split and pack_gqa
+    # back to the values a leader had left, five of 53 evaluations, each 8-40% slower
+    skip = _finding("causal_no_skip", ("masking", "causal_skip", "true"))
+    loop = _finding("loop_below_roofline", ("math", "softmax_exp", "exp2_folded"))
+    a = measured(start="mma=wgmma,wg_load=tma,causal_skip=false,mask_split=false,softmax_exp=expf", patience=3)
+    step = _profiled(a, [skip])
+    assert knobs_of(step)["causal_skip"] is True
+    step = run(a.step(_answer(step, 2.6, LEADER)))
+    step = run(a.step(Feedback([ToolResult(step.tool_calls[0].call_id, PROFILE, True, "",
+                                           {"profile": {"arch": "sm_90a", "findings": [loop]}})])))
+    assert knobs_of(step)["softmax_exp"] == "exp2_folded"
+    step = run(a.step(_answer(step, 2.8, LEADER)))  # from here causal_skip=false is a setting never measured
+    assert step.tool_calls[0].name == PROFILE
+    new = [(knob, value) for _, _, knob, value in a._ordered_untried("masking")]
+    assert ("mask_split", "True") in new and ("causal_skip", "False") not in new
+    assert [(k, v) for _, _, k, v in a._ordered_untried("masking", again=True)][-1] == ("causal_skip", "False")
+    # with nothing else to measure in any layer, it is measured, last
+    a.board_measured = {n.slug(): 2.0 for layer in LAYERS for n in neighbours(knobs_from_mapping(a.best), layer)
+                        if n.to_dict()["causal_skip"]}
+    step = run(a.step(Feedback([ToolResult(step.tool_calls[0].call_id, PROFILE, True, "",
+                                           {"profile": {"arch": "sm_90a", "findings": []}})])))
+    assert knobs_of(step)["causal_skip"] is False
+
+
 def test_a_companion_that_lost_alone_is_paired_once_at_most() -> None:
     # the H100 run of 2026-12-06 paired wg_l2_sections with grid_order=heavy_first twice, though
     # heavy_first alone had lost 18%: a loser is paired once, then never again
