@@ -19,7 +19,8 @@ from typing import Any
 from harness.report import EvaluationReport, ScenarioResult
 
 PROFILE_SCHEMA = 3  # 2: findings carry further moves; shape findings (tile edges, causal balance, the loop);
-#                    3: the decode finding names the decode knobs after split-KV
+#                    3: the decode finding names the decode knobs after split-KV; categories carry
+#                    their median call and their strongest peer's ratio (a category behind it is a finding)
 COMPUTE, MEMORY, UNKNOWN = "compute", "memory", "unknown"
 # Thresholds of the findings (shares of the measured roofline).
 FAR_FROM_ROOFLINE = 0.5  # a compute-bound category below half the matrix rate
@@ -34,6 +35,26 @@ LOOP_SHARE = 0.90  # the longest full-mask calls below this share of the matrix 
 HEAD_DIM_LAG = 0.80  # a head dim's long calls below this share of the best head dim's
 SPILL_FLOOR = 64  # bytes a kernel may spill (a stack slot or two) before a finding names it
 MATRIX_OPS = ("HGMMA", "QGMMA", "HMMA", "IMMA")
+PEERS = (("fa3", "FA3"), ("cudnn", "cuDNN"), ("flash", "FA2"))  # the strongest first
+PEER_BEHIND = 0.90  # a category below this share of its strongest peer's speed
+LATENCY_MS = 0.05  # a category whose median call is shorter is bound by launch and fill, not by a roofline
+# Where a category's gap to FA3 closed in the family, in the order to try (docs/lab/family-measured.md,
+# H100, each measured over all 182 against the leader before it): the dynamic scheduler 1.073x on GQA
+# (1.196x on causal GQA at tp4/tp8); the L2 sections 1.109x on prefill; the balanced split of the keys
+# 1.170x on chunked; lazy rescaling 1.038x on GQA and chunked, 1.027x on prefill; for decode, the
+# knobs of its own finding (below). Companions a setting needs come with it (the agent's enabler).
+CATEGORY_MOVES: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "gqa": (("scheduling", "wg_scheduler", "dynamic"), ("math", "rescale", "lazy"),
+            ("scheduling", "persistent", "true")),
+    "chunked": (("scheduling", "wg_split_rule", "balanced"), ("math", "rescale", "lazy"),
+                ("scheduling", "wg_split_cost", "8")),
+    "prefill": (("scheduling", "wg_l2_sections", "32"), ("scheduling", "wg_scheduler", "dynamic"),
+                ("math", "rescale", "lazy"), ("scheduling", "grid_order", "heavy_first"),
+                ("scheduling", "persistent", "true")),
+    "decode": (("scheduling", "split_kv", "1wave"), ("scheduling", "pack_gqa", "decode"),
+               ("tiling", "wg_decode", "wgmma"), ("scheduling", "split_combine", "wide"),
+               ("scheduling", "split_combine", "burst"), ("tiling", "wg_solo_decode", "true")),
+}
 
 
 @dataclass(frozen=True)
@@ -83,6 +104,7 @@ class ScenarioProfile:
     tensor_pct: float | None  # achieved TFLOP/s / measured matrix rate, in %
     bandwidth_pct: float | None  # achieved GB/s / measured copy rate, in %
     causal: bool
+    vs_peers: dict[str, float] = field(default_factory=dict)  # peer -> the peer's time / this time (the report's)
 
     @property
     def roofline_pct(self) -> float | None:
@@ -100,6 +122,14 @@ class CategoryProfile:
     tensor_pct: float | None  # median over the category's scenarios
     bandwidth_pct: float | None
     roofline_pct: float | None  # median share of the binding ceiling
+    median_ms: float | None = None  # the median call's time
+    peer: str = ""  # the strongest peer the report times on most of the category's calls
+    vs_peer: float | None = None  # geomean of the peer's time / this time over those calls
+
+    @property
+    def short(self) -> bool:
+        """Calls too short for a roofline share to say what bounds them (launch, fill)."""
+        return self.median_ms is not None and self.median_ms < LATENCY_MS
 
 
 @dataclass
@@ -219,8 +249,10 @@ def scenario_profile(r: ScenarioResult, matrix: float | None, copy: float | None
         bound = COMPUTE if intensity >= ridge else MEMORY
     tensor = roofline_share(tflops, matrix)
     band = roofline_share(gbps, copy)
+    peers = {str(k): float(v) for k, v in (r.speedup_vs_peers or {}).items()
+             if timed and isinstance(v, int | float) and math.isfinite(v) and v > 0}
     return ScenarioProfile(r.scenario, r.category, r.hidden, r.time_ms if timed else None, tflops, gbps,
-                           intensity, bound, tensor, band, "causal" in r.scenario.split("-"))
+                           intensity, bound, tensor, band, "causal" in r.scenario.split("-"), peers)
 
 
 def _median(values: Iterable[float | None]) -> float | None:
@@ -239,9 +271,12 @@ def category_profiles(rows: Sequence[ScenarioProfile]) -> list[CategoryProfile]:
         mine = [r for r in rows if r.category == cat]
         bounds = [r.bound for r in mine if r.bound != UNKNOWN]
         bound = max(set(bounds), key=lambda b: (bounds.count(b), b == COMPUTE)) if bounds else UNKNOWN
+        timed = [r for r in mine if r.time_ms is not None]
+        peer = next((name for name, _ in PEERS if 2 * sum(name in r.vs_peers for r in timed) >= max(1, len(timed))), "")
         out.append(CategoryProfile(cat, len(mine), bound, _gm(r.tflops for r in mine), _gm(r.gbps for r in mine),
                                    _median(r.tensor_pct for r in mine), _median(r.bandwidth_pct for r in mine),
-                                   _median(r.roofline_pct for r in mine)))
+                                   _median(r.roofline_pct for r in mine), _median(r.time_ms for r in mine), peer,
+                                   _gm(r.vs_peers.get(peer) for r in timed) if peer else None))
     return out
 
 
@@ -372,12 +407,35 @@ def _shape_findings(rows: Sequence[ScenarioProfile], matrix: float | None) -> li
     return out
 
 
+def _peer_findings(cats: Sequence[CategoryProfile], found: Sequence[Finding]) -> list[Finding]:
+    """A category well behind its strongest peer, where the family has settings that closed such
+    a gap and no finding is about that category alone (the prefill shapes', decode's): the
+    roofline shares miss it (on the H100, 2026-12-06, chunked calls at 69% of the matrix rate
+    were 0.78x FA3). The ratio is the report's: side by side, or the peer's cached time where the
+    evaluation used a peer cache (harness/peer_cache.py)."""
+    own = {f.categories[0] for f in found if len(f.categories) == 1}
+    out = []
+    for c in cats:
+        moves = CATEGORY_MOVES.get(c.category)
+        if not moves or c.category in own or c.vs_peer is None or c.vs_peer >= PEER_BEHIND:
+            continue
+        label = dict(PEERS).get(c.peer, c.peer)
+        (layer, knob, value), rest = moves[0], moves[1:]
+        out.append(Finding(
+            f"{c.category}_behind_peer", min(0.5, 1 - c.vs_peer),
+            f"{c.category} at {c.vs_peer:.2f}x {label} over its {c.scenarios} call(s): the roofline shares do not "
+            "show what the peer does better", layer, knob, value,
+            f"{c.category} toward {label}'s speed", f"up to {1 / c.vs_peer - 1:.0%} on {c.category}",
+            (c.category,), rest))
+    return out
+
+
 def findings_for(arch: str, cats: Sequence[CategoryProfile], rows: Sequence[ScenarioProfile], matrix: float | None,
                  sass: Mapping[str, int] | None, kernels: Sequence[Mapping[str, Any]],
                  ncu: Mapping[str, Mapping[str, Any]]) -> list[Finding]:
     """Every situation the profile recognises, most at stake first."""
     out: list[Finding] = []
-    compute = [c for c in cats if c.bound == COMPUTE and c.tensor_pct is not None]
+    compute = [c for c in cats if c.bound == COMPUTE and c.tensor_pct is not None and not c.short]
     worst_compute = min((c.tensor_pct for c in compute), default=None)  # type: ignore[type-var]
     compute_names = tuple(c.category for c in compute)
     at_stake = 1.0 - (worst_compute or 0.0) / 100.0 if worst_compute is not None else 0.5
@@ -476,6 +534,7 @@ def findings_for(arch: str, cats: Sequence[CategoryProfile], rows: Sequence[Scen
                 "low_l2_hit_rate", 0.25, f"{cat}: L2 hit rate {hit:.0f}% (Nsight Compute): K/V blocks are "
                 "fetched from device memory again", "scheduling", "wg_l2_sections", "32",
                 "higher L2 hit rate, fewer DRAM bytes", "a few % to 25% on the short calls", (cat,)))
+    out.extend(_peer_findings(cats, out))
     return sorted(out, key=lambda f: -f.severity)
 
 
@@ -487,7 +546,7 @@ def diagnosis_words(arch: str, cats: Sequence[CategoryProfile], findings: Sequen
     else:
         # the categories the top finding is about first, then the furthest from their ceiling
         about = findings[0].categories if findings else ()
-        ranked = sorted((c for c in cats if c.roofline_pct is not None),
+        ranked = sorted((c for c in cats if c.roofline_pct is not None and (not c.short or c.category in about)),
                         key=lambda c: (c.category not in about, c.roofline_pct or 0.0))
         for c in ranked[:2]:
             ceiling = "tensor-core" if c.bound == COMPUTE else "bandwidth"
@@ -535,10 +594,13 @@ def render_profile(p: Profile) -> str:
         lines.append(f"roofline measured: {p.matrix_tflops:.0f} TFLOP/s matrix, {p.copy_gbps:.0f} GB/s copy")
     lines.append("")
     lines.append(f"{'category':<10} {'n':>3} {'bound':<8} {'TFLOP/s':>8} {'GB/s':>7} {'% tensor':>9} "
-                 f"{'% bw':>6} {'% roof':>7}")
+                 f"{'% bw':>6} {'% roof':>7} {'median us':>10} {'x peer':>12}")
     for c in p.categories:
+        peer = f"{c.vs_peer:.2f} {dict(PEERS).get(c.peer, c.peer)}" if c.vs_peer is not None else "-"
+        median = _f(c.median_ms * 1e3 if c.median_ms is not None else None, '.0f') + (" short" if c.short else "")
         lines.append(f"{c.category:<10} {c.scenarios:>3} {c.bound:<8} {_f(c.tflops, '.1f'):>8} {_f(c.gbps, '.0f'):>7} "
-                     f"{_f(c.tensor_pct, '.1f'):>9} {_f(c.bandwidth_pct, '.1f'):>6} {_f(c.roofline_pct, '.1f'):>7}")
+                     f"{_f(c.tensor_pct, '.1f'):>9} {_f(c.bandwidth_pct, '.1f'):>6} {_f(c.roofline_pct, '.1f'):>7} "
+                     f"{median:>10} {peer:>12}")
     if p.findings:
         lines.append("")
         lines.append("findings (most at stake first):")

@@ -23,6 +23,11 @@ FINDING_QUESTIONS: dict[str, tuple[str, ...]] = {
     "causal_imbalance": ("causal-tail-of-grid", "gap-between-tiles-on-an-sm", "mask-arithmetic-on-every-tile"),
     "tile_edges": ("what-a-short-call-pays-for", "next-tile-in-flight", "output-tile-store"),
     "small_head_dim_lags": ("tile-shape-for-each-head-dim", "rows-each-warpgroup-holds"),
+    # a category behind its strongest peer where no finding is about it alone (harness/profile.py)
+    "chunked_behind_peer": ("split-pays-for-its-combine", "waves-and-last-wave", "what-peer-does-differently"),
+    "gqa_behind_peer": ("causal-tail-of-grid", "gap-between-tiles-on-an-sm", "what-peer-does-differently"),
+    "prefill_behind_peer": ("cta-order-and-l2-reuse", "gap-between-tiles-on-an-sm", "what-peer-does-differently"),
+    "decode_behind_peer": ("decode-sms-busy", "decode-bandwidth-fraction", "what-peer-does-differently"),
 }
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.profile import (
+    CATEGORY_MOVES,
     COMPUTE,
     MEMORY,
     Profile,
@@ -129,8 +130,14 @@ def test_every_finding_names_a_layer_and_knob_of_the_family() -> None:
             for layer, knob, value in f.settings():
                 assert layer in KNOB_SPACE and KNOB_LAYER[knob] == layer, (f.code, knob)
                 assert not value or value in [str(v).lower() for v in KNOB_SPACE[layer][knob]], (f.code, knob, value)
+    for f in profile_report(_all182_leader()).findings:
+        seen.add(f.code)
+        assert all(KNOB_LAYER[knob] == layer for layer, knob, _ in f.settings()), f
     assert {"no_wgmma_on_hopper", "no_tma_on_hopper", "no_tensor_cores", "spills", "causal_no_skip",
-            "decode_far_from_bandwidth", "low_l2_hit_rate"} <= seen
+            "decode_far_from_bandwidth", "low_l2_hit_rate", "chunked_behind_peer", "gqa_behind_peer"} <= seen
+    for category, moves in CATEGORY_MOVES.items():  # the peer findings of every category, shown or not
+        for layer, knob, value in moves:
+            assert KNOB_LAYER[knob] == layer and value in [str(v).lower() for v in KNOB_SPACE[layer][knob]], category
 
 
 def test_the_visible_profile_names_no_hidden_scenario_but_counts_it() -> None:
@@ -306,3 +313,53 @@ def test_the_stalled_leader_of_a_shipped_h100_trace_is_diagnosed_in_its_loop_cau
     codes = [f.code for f in p.findings]
     assert set(codes[:3]) == {"loop_below_roofline", "causal_imbalance", "tile_edges"}, codes
     assert "spills" not in codes  # 8 bytes of the d256 kernel's stack
+
+
+def _all182_leader() -> EvaluationReport:
+    """examples/agent-v2/all182-autonomous.jsonl.xz, leader #39 (H100, 61 scenarios; peers cached)."""
+    import lzma
+
+    with lzma.open(ROOT / "examples" / "agent-v2" / "all182-autonomous.jsonl.xz", "rt") as f:
+        lines = [json.loads(x) for x in f]
+    number = {r["id"]: r["number"] for r in lines if r.get("type") == "candidate"}
+    ev = next(e for e in lines if e.get("type") == "evaluation" and e["purpose"] == "suite"
+              and number[e["candidate_id"]] == 39)
+    return EvaluationReport.from_dict(ev["report"])
+
+
+def test_the_all_182_leader_that_stalled_is_diagnosed_behind_fa3_on_chunked_and_gqa_not_on_ragged() -> None:
+    # the H100 all-182 arm stalled at 0.83x FA3 (chunked 0.78, GQA 0.79, decode 0.77): the roofline shares
+    # read 69% on chunked and GQA, and the tiny ragged calls (0.98x FA3) at 15% led the diagnosis and sent
+    # the agent to persistent CTAs twice
+    p = profile_report(_all182_leader())
+    cats = {c.category: c for c in p.categories}
+    assert cats["ragged"].short and not cats["chunked"].short
+    assert cats["chunked"].peer == "fa3" and cats["chunked"].vs_peer == pytest.approx(0.783, abs=0.002)
+    found = {f.code: f for f in p.findings}
+    assert [f.code for f in p.findings][:2] == ["chunked_behind_peer", "gqa_behind_peer"]
+    assert (found["chunked_behind_peer"].knob, found["chunked_behind_peer"].value) == ("wg_split_rule", "balanced")
+    assert (found["gqa_behind_peer"].knob, found["gqa_behind_peer"].value) == ("wg_scheduler", "dynamic")
+    assert "decode_far_from_bandwidth" in found and "low_tensor_core_share" not in found
+    # prefill and decode have findings of their own: no second one from the peer
+    assert "prefill_behind_peer" not in found and "decode_behind_peer" not in found
+    assert not p.diagnosis.startswith("compute-bound on ragged") and "chunked at 0.78x FA3" in p.diagnosis
+
+
+def test_a_category_near_its_peer_or_without_one_is_no_finding_and_an_old_profile_still_loads() -> None:
+    r = _all182_leader()
+    for s in r.scenarios:
+        if s.category == "chunked":
+            s.speedup_vs_peers = {"fa3": 0.95, "cudnn": 1.4}
+        elif s.category == "gqa":
+            s.speedup_vs_peers = {}
+    p = profile_report(r)
+    cats = {c.category: c for c in p.categories}
+    assert cats["chunked"].vs_peer == pytest.approx(0.95) and cats["gqa"].peer == "" and cats["gqa"].vs_peer is None
+    assert not {"chunked_behind_peer", "gqa_behind_peer"} & {f.code for f in p.findings}
+    old = p.to_dict()
+    for c in old["categories"]:
+        del c["median_ms"], c["peer"], c["vs_peer"]
+    for s in old["scenarios"]:
+        del s["vs_peers"]
+    back = Profile.from_dict(old)
+    assert back.categories[0].vs_peer is None and not back.categories[0].short

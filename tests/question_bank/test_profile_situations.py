@@ -50,7 +50,14 @@ def test_auto_ask_asks_the_question_the_diagnosis_matches(db: Session) -> None:
 
 def test_each_shape_finding_of_a_hopper_kernel_ranks_one_of_its_own_questions_first(db: Session) -> None:
     ensure_starter_bank(db)
-    for code in ("loop_below_roofline", "causal_imbalance", "tile_edges", "small_head_dim_lags"):
+    for code in ("loop_below_roofline", "causal_imbalance", "tile_edges", "small_head_dim_lags",
+                 "chunked_behind_peer", "gqa_behind_peer"):
         top = rank_for_pause(db, "3", "plateau", problem="attention-forward", limit=1, findings=(code,))[0]
         assert top.question.key in FINDING_QUESTIONS[code], (code, top.question.key)
         assert f"matches the profile: {code.replace('_', ' ')}" in top.reasons
+
+
+def test_every_category_behind_its_peer_has_questions_of_its_own() -> None:
+    from harness.profile import CATEGORY_MOVES
+
+    assert {f"{category}_behind_peer" for category in CATEGORY_MOVES} <= set(FINDING_QUESTIONS)

@@ -33,3 +33,5 @@ def test_the_candidate_page_marks_cached_peer_ratios_and_says_how_many(tmp_path:
     assert "1.500x <span class=\"muted\" title=\"peer time from the peer cache, measured 20" in page
     assert "(cached)</span>" in page
     assert "Note: 1 of 1 peer results came from the peer cache (the oldest measured 3.0 h earlier)" in page
+    # the profile's category table: the strongest peer timed on most of the category's calls, geomean
+    assert "<td>1.50x cudnn</td>" in page, page[page.find("x peer"):][:1500]
