@@ -103,7 +103,7 @@ def serve_standin(port: int, data_dir: Path) -> None:
     # no embedding model warming up beside the sessions (keyword search is enough here)
     settings = Settings(data_dir=data_dir, port=port, log_level="warning", bank_semantic_search=False)
     app = create_app(settings, devices=DeviceQueue(poll_s=0.2, gpu_probe=lambda: True),
-                     evaluator=SyntheticEvaluator(hopper=True))
+                     evaluator=SyntheticEvaluator(hopper=True, peers=True))
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 

@@ -336,13 +336,15 @@ def test_the_all_182_leader_that_stalled_is_diagnosed_behind_fa3_on_chunked_and_
     assert cats["ragged"].short and not cats["chunked"].short
     assert cats["chunked"].peer == "fa3" and cats["chunked"].vs_peer == pytest.approx(0.783, abs=0.002)
     found = {f.code: f for f in p.findings}
-    assert [f.code for f in p.findings][:2] == ["chunked_behind_peer", "gqa_behind_peer"]
+    # weighed below the specific findings at the same gap (early on, those explain most of a peer's lead)
+    assert {"chunked_behind_peer", "gqa_behind_peer"} <= {f.code for f in p.findings[:4]}
+    assert found["chunked_behind_peer"].severity < found["decode_far_from_bandwidth"].severity
     assert (found["chunked_behind_peer"].knob, found["chunked_behind_peer"].value) == ("wg_split_rule", "balanced")
     assert (found["gqa_behind_peer"].knob, found["gqa_behind_peer"].value) == ("wg_scheduler", "dynamic")
     assert "decode_far_from_bandwidth" in found and "low_tensor_core_share" not in found
     # prefill and decode have findings of their own: no second one from the peer
     assert "prefill_behind_peer" not in found and "decode_behind_peer" not in found
-    assert not p.diagnosis.startswith("compute-bound on ragged") and "chunked at 0.78x FA3" in p.diagnosis
+    assert "ragged" not in p.diagnosis
 
 
 def test_a_category_near_its_peer_or_without_one_is_no_finding_and_an_old_profile_still_loads() -> None:

@@ -589,16 +589,18 @@ class OfflineAgent(Agent):
     def _with_enabler(self, knob: str, value: str) -> tuple[Knobs | None, str]:
         """`knob=value` together with another setting a finding names that it needs (the family
         refuses it alone), in the findings' order: e.g. the dynamic scheduler or the copy-engine
-        epilogue with the Q ring. A companion that made a kernel clearly slower alone (over 3%) is
-        paired once at most: a pair is another kernel (on the H100 persistent CTAs alone lost 5%
-        where with the dynamic scheduler they won 5%), but a loser paired twice cost two
+        epilogue with the Q ring; where one is not enough, two (the dynamic scheduler needs both
+        persistent CTAs and the Q ring). A companion that made a kernel clearly slower alone (over
+        3%) is paired once at most: a pair is another kernel (on the H100 persistent CTAs alone
+        lost 5% where with the dynamic scheduler they won 5%), but a loser paired twice cost two
         evaluations (2026-12-06)."""
         lost = self._lost()
         paired = {str(t.get("knob", "")).split(", ", 1)[0] for t in self.tried.values()
                   if ", " in str(t.get("knob", "")) and t.get("verdict") != "leader"}
+        companions: list[tuple[str, str]] = []
         for f in self.findings:
             for _, k, v in settings_of(f):
-                if k == knob or not v or str(self.best.get(k)).lower() == v:
+                if k == knob or not v or str(self.best.get(k)).lower() == v or (k, v) in companions:
                     continue
                 before = self._changed({k: v})
                 if before is None:
@@ -607,9 +609,19 @@ class OfflineAgent(Agent):
                 speed = seen.get("speedup") if seen else None
                 slower = (k, v) in lost or bool(seen and (not isinstance(speed, int | float) or not self.best_speedup
                                                           or speed < 0.97 * self.best_speedup))
+                if slower and f"{k}={v}" in paired:
+                    continue
                 both = self._changed({k: v, knob: value})
-                if both is not None and not (slower and f"{k}={v}" in paired):
+                if both is not None:
                     return both, f"{k}={v}, {knob}={value}"
+                companions.append((k, v))
+        for i, (k1, v1) in enumerate(companions):
+            for k2, v2 in companions[i + 1:]:
+                if k2 == k1:
+                    continue
+                three = self._changed({k1: v1, k2: v2, knob: value})
+                if three is not None:
+                    return three, f"{k1}={v1}, {k2}={v2}, {knob}={value}"
         return None, ""
 
     def _finding_expectation(self, f: dict[str, Any], knob: str, value: str) -> str:
