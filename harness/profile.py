@@ -38,11 +38,19 @@ MATRIX_OPS = ("HGMMA", "QGMMA", "HMMA", "IMMA")
 PEERS = (("fa3", "FA3"), ("cudnn", "cuDNN"), ("flash", "FA2"))  # the strongest first
 PEER_BEHIND = 0.90  # a category below this share of its strongest peer's speed
 LATENCY_MS = 0.05  # a category whose median call is shorter is bound by launch and fill, not by a roofline
+# The family's decode knobs in the order to try: split-KV, a GQA group's heads packed into one tile (on
+# the H100, 2026-12-06, decode 0.40 -> 0.75x FA3 from a leader without it), then what paid in
+# docs/lab/family-measured.md: the Hopper kernel for decode (with two other knobs 0.89 -> 0.95x FA3),
+# the wide combine (+5.6% on decode), the mma.sync kernel's two-warp decode tile.
+DECODE_SETTINGS: tuple[tuple[str, str, str], ...] = (
+    ("scheduling", "split_kv", "1wave"), ("scheduling", "pack_gqa", "decode"), ("tiling", "wg_decode", "wgmma"),
+    ("scheduling", "split_combine", "wide"), ("scheduling", "split_combine", "burst"),
+    ("tiling", "wg_solo_decode", "true"), ("tiling", "decode_tile", "32x64x2"), ("tiling", "decode_kv_warps", "2"))
 # Where a category's gap to FA3 closed in the family, in the order to try (docs/lab/family-measured.md,
 # H100, each measured over all 182 against the leader before it): the dynamic scheduler 1.073x on GQA
 # (1.196x on causal GQA at tp4/tp8); the L2 sections 1.109x on prefill; the balanced split of the keys
-# 1.170x on chunked; lazy rescaling 1.038x on GQA and chunked, 1.027x on prefill; for decode, the
-# knobs of its own finding (below). The settings a move needs are listed after it (persistent CTAs and
+# 1.170x on chunked; lazy rescaling 1.038x on GQA and chunked, 1.027x on prefill; for decode, its
+# knobs above. The settings a move needs are listed after it (persistent CTAs and
 # the Q ring for the dynamic scheduler, split-KV for the split rule): the agent measures a move with
 # them where the family refuses it alone.
 CATEGORY_MOVES: dict[str, tuple[tuple[str, str, str], ...]] = {
@@ -53,9 +61,7 @@ CATEGORY_MOVES: dict[str, tuple[tuple[str, str, str], ...]] = {
     "prefill": (("scheduling", "wg_l2_sections", "32"), ("scheduling", "wg_scheduler", "dynamic"),
                 ("math", "rescale", "lazy"), ("scheduling", "grid_order", "heavy_first"),
                 ("scheduling", "persistent", "true"), ("memory", "wg_q_stages", "2")),
-    "decode": (("scheduling", "split_kv", "1wave"), ("scheduling", "pack_gqa", "decode"),
-               ("tiling", "wg_decode", "wgmma"), ("scheduling", "split_combine", "wide"),
-               ("scheduling", "split_combine", "burst"), ("tiling", "wg_solo_decode", "true")),
+    "decode": DECODE_SETTINGS,
 }
 
 
@@ -483,19 +489,12 @@ def findings_for(arch: str, cats: Sequence[CategoryProfile], rows: Sequence[Scen
             "a few % to 30% on the spilling kernel's shapes"))
     decode = next((c for c in cats if c.category == "decode"), None)
     if decode is not None and decode.bandwidth_pct is not None and decode.bandwidth_pct < 100 * DECODE_FAR:
-        # after split-KV, the family's decode knobs: a GQA group's heads packed into one tile (on the
-        # H100, 2026-12-06, decode 0.40 -> 0.75x FA3 from a leader without it), then what paid in
-        # docs/lab/family-measured.md: the Hopper kernel for decode (with two other knobs 0.89 ->
-        # 0.95x FA3), the wide combine (+5.6% on decode), the mma.sync kernel's two-warp decode tile
+        (layer, knob, value), rest = DECODE_SETTINGS[0], DECODE_SETTINGS[1:]
         out.append(Finding(
             "decode_far_from_bandwidth", 0.6 * (1 - decode.bandwidth_pct / 100),
             f"decode streams K/V at {decode.bandwidth_pct:.0f}% of the measured copy bandwidth: too few CTAs "
-            "read the keys, or each reads them slowly", "scheduling", "split_kv", "1wave",
-            "decode GB/s toward the copy rate", "2-3x on decode (split-KV fills the SMs)", ("decode",),
-            (("scheduling", "pack_gqa", "decode"), ("tiling", "wg_decode", "wgmma"),
-             ("scheduling", "split_combine", "wide"), ("scheduling", "split_combine", "burst"),
-             ("tiling", "wg_solo_decode", "true"), ("tiling", "decode_tile", "32x64x2"),
-             ("tiling", "decode_kv_warps", "2"))))
+            "read the keys, or each reads them slowly", layer, knob, value,
+            "decode GB/s toward the copy rate", "2-3x on decode (split-KV fills the SMs)", ("decode",), rest))
     wgmma = _is_hopper(arch) and sass is not None and sass.get("HGMMA", 0) > 0
     full = [r.tflops for r in rows if not r.causal and r.tflops and r.category == "prefill"]
     causal = [r.tflops for r in rows if r.causal and r.tflops and r.category == "prefill"]

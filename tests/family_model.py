@@ -15,6 +15,7 @@ back); `peers=True` reports FA3's ratio per call, FA3 being the gallery leader's
 
 from __future__ import annotations
 
+import functools
 import threading
 from pathlib import Path
 from typing import Any
@@ -127,6 +128,7 @@ def sass_of(knobs: dict[str, Any] | None) -> dict[str, int]:
     return mix
 
 
+@functools.cache
 def fa3_knobs() -> dict[str, Any]:
     """The synthetic FA3: the gallery leader's setting timed by this model (a peer the agent never reads)."""
     knobs = recorded_knobs((ROOT / "kernels" / "attention" / "gallery" / "wgmma-tma-n.cu").read_text())
