@@ -101,8 +101,10 @@ class Settings(BaseSettings):
         description="largest request body (413 beyond); trace uploads have their own limit",
     )
     trace_max_bytes: int = Field(
-        default=8 * 1024 * 1024, ge=1024, le=1024**3,
-        description="largest trace file that `trace import` and the import page accept (413 beyond)",
+        # A 60-evaluation session on 61 scenarios is 13 MB of JSON (examples/agent-v2/all182-*).
+        default=32 * 1024 * 1024, ge=1024, le=1024**3,
+        description="largest trace file, decompressed, that `trace import`, `trace kernel` and the import page "
+                    "accept (413 beyond)",
     )
     login_attempts_per_minute: int = Field(
         default=10, ge=1, le=10_000,

@@ -379,6 +379,32 @@ def parse_trace(text: str) -> ParsedTrace:
     return ParsedTrace(version, rows["session"][0][1], baseline[0][1]["source"], rows)
 
 
+def candidate_source(text: str, number: int | None = None) -> tuple[int, str, str]:
+    """(number, what it is, source) of one candidate of a trace: candidate `number` of the
+    session, or its leader when `number` is None. The trace is checked whole first
+    (`parse_trace`), so a damaged or edited file is refused, not half read."""
+    parsed = parse_trace(text)
+    candidates = [fields for _line, fields in parsed.rows["candidate"]]
+    leader_id = parsed.session.get("leader_id")
+    if number is None:
+        found = next((c for c in candidates if c["id"] == leader_id), None)
+        if found is None:
+            raise TraceFormatError("the session has no leader (no candidate passed): name one with --candidate")
+    else:
+        found = next((c for c in candidates if c["number"] == number), None)
+        if found is None:
+            numbers = sorted(c["number"] for c in candidates)
+            span = f"#{numbers[0]} to #{numbers[-1]}" if numbers else "none"
+            raise TraceFormatError(f"the session has no candidate #{number} (its candidates: {span})")
+    if not found.get("source"):
+        raise TraceFormatError(f"candidate #{found['number']} has no source in the trace")
+    if found["id"] == leader_id:
+        label = f"the leader, {parsed.session.get('leader_speedup') or 0:.2f}x baseline"
+    else:
+        label = f"{found.get('verdict') or 'no verdict'}, {found.get('speedup') or 0:.2f}x baseline"
+    return found["number"], label, found["source"]
+
+
 def _check_references(rows: dict[str, list[tuple[int, dict[str, Any]]]]) -> None:
     ids: dict[str, set[int]] = {}
     for kind in ("candidate", "evaluation", "trigger", "intervention"):

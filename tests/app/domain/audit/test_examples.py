@@ -1,8 +1,10 @@
 """The example traces in examples/ (real H200 sessions) import as read-only sessions and
-export again byte for byte."""
+export again byte for byte; every session trace examples/ ships is read under the default
+limit; `socratic trace kernel` takes a leader out of one."""
 
 from __future__ import annotations
 
+import lzma
 from pathlib import Path
 
 import pytest
@@ -10,8 +12,8 @@ import pytest
 from app.domain.audit.attribution import attribute
 from app.domain.audit.record import load_record
 from app.domain.audit.summary import audit_text
-from app.domain.audit.trace_io import export_session, import_trace
-from app.settings import PROJECT_ROOT
+from app.domain.audit.trace_io import export_session, import_trace, parse_trace, trace_text
+from app.settings import PROJECT_ROOT, Settings
 from app.store.database import Database
 
 EXAMPLES = sorted((PROJECT_ROOT / "examples").glob("*.jsonl"))
@@ -48,3 +50,43 @@ def test_the_silent_example_audits_as_a_control_and_the_bank_example_does_not(da
     # every pause of the bank session was answered by a question: none of them is a control
     assert bank.silent.uses == 0 and len(bank.credited("question")) == 7
     assert bank.by_kind["question"].interval is not None
+
+
+SHIPPED = sorted(p for p in (PROJECT_ROOT / "examples").rglob("*.jsonl*") if "campaigns" not in p.parts)
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[str(p.relative_to(PROJECT_ROOT / "examples")) for p in SHIPPED])
+def test_every_shipped_session_trace_is_read_under_the_default_limit(path: Path) -> None:
+    """What examples/ ships, `socratic trace import` and the import page take as the server
+    comes (SOCRATIC_TRACE_MAX_BYTES unset): a proof's trace outgrowing the limit is a refused
+    example, not a larger number in a README."""
+    default = Settings.model_fields["trace_max_bytes"].default
+    parsed = parse_trace(trace_text(path.read_bytes(), default))
+    assert parsed.rows["candidate"]
+
+
+def test_trace_kernel_writes_a_trace_s_leader_or_a_named_candidate(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """`socratic trace kernel`: the source of the leader the session recorded (its leader_id),
+    byte for byte, to judge it again without importing the trace; a candidate by number; a
+    number the session does not have, and a damaged file, are said and write nothing."""
+    from app.faces.commands.cli import main as socratic
+
+    path = PROJECT_ROOT / "examples" / "agent-v2" / "all182-autonomous.jsonl.xz"
+    parsed = parse_trace(trace_text(path.read_bytes(), 2**26))
+    candidates = {c["number"]: c for _line, c in parsed.rows["candidate"]}
+    leader = next(c for c in candidates.values() if c["id"] == parsed.session["leader_id"])
+    assert leader["number"] == 39  # the stalled leader of docs/lab/2026-12-06-all182-gpu.md
+    out = tmp_path / "leader.cu"
+    assert socratic(["trace", "kernel", str(path), "-o", str(out)]) == 0
+    assert out.read_text() == leader["source"]
+    assert "wrote candidate #39 (the leader, 20.85x baseline)" in capsys.readouterr().err
+    assert socratic(["trace", "kernel", str(path), "--candidate", "3"]) == 0
+    assert capsys.readouterr().out == candidates[3]["source"]
+    assert socratic(["trace", "kernel", str(path), "--candidate", "999", "-o", str(tmp_path / "no.cu")]) == 1
+    assert "no candidate #999 (its candidates: #1 to #54)" in capsys.readouterr().err
+    damaged = tmp_path / "cut.jsonl"
+    damaged.write_text("\n".join(lzma.decompress(path.read_bytes()).decode().splitlines()[:-5]) + "\n")
+    assert socratic(["trace", "kernel", str(damaged), "-o", str(tmp_path / "cut.cu")]) == 1
+    assert "truncated or was edited" in capsys.readouterr().err
+    assert not (tmp_path / "no.cu").exists() and not (tmp_path / "cut.cu").exists()

@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.domain.audit.trace_io import trace_bytes
+from app.domain.campaigns.trace import CAMPAIGN_TRACE_FACTOR
 from app.faces.commands.cli import main as socratic
 from tests.app.domain.campaigns.support import SCENARIO_SPECS
 from tests.family_model import SyntheticEvaluator
@@ -38,7 +39,7 @@ def run_campaign(client: TestClient, body: dict[str, Any], timeout: float = 150.
 
 def test_a_board_campaign_runs_judges_within_one_budget_and_round_trips_as_a_trace(
         tmp_path: Path) -> None:
-    with running_app(tmp_path, gpu=True, evaluator=SyntheticEvaluator()) as client:
+    with running_app(tmp_path, gpu=True, evaluator=SyntheticEvaluator(), trace_max_bytes=2**20) as client:
         bad = client.post("/api/campaigns", json={"title": "x", "scenarios": SCENARIO_SPECS})
         assert bad.status_code == 422  # neither agents nor members
         view = run_campaign(client, {"title": "board", "agents": 3, "budget_evaluations": 12, "memory_k": 5,
@@ -82,7 +83,7 @@ def test_a_board_campaign_runs_judges_within_one_budget_and_round_trips_as_a_tra
         again = client.post("/api/campaigns/import", files={"file": ("c.jsonl", text.encode())})
         assert again.status_code == 409 and "imported before" in again.text
         assert len(client.get("/api/campaigns").json()) == campaigns
-        huge = b" " * (8 * 8 * 2**20 + 1)  # 8x SOCRATIC_TRACE_MAX_BYTES (8 MiB)
+        huge = b" " * (CAMPAIGN_TRACE_FACTOR * 2**20 + 1)  # 8x SOCRATIC_TRACE_MAX_BYTES (1 MiB here)
         assert client.post("/api/campaigns/import", files={"file": ("big.jsonl", huge)}).status_code == 413
         # Compressed, it is the same trace: read, recognised, not stored twice.
         packed = trace_bytes(text, "c.jsonl.gz")
