@@ -254,7 +254,7 @@ def parse_campaign(text: str) -> ParsedCampaign:
                           ["\n".join(x) + "\n" for x in lines], board, mutations)
 
 
-CAMPAIGN_TRACE_FACTOR = 8  # a campaign trace holds several sessions' traces
+CAMPAIGN_TRACE_FACTOR = 2  # a campaign trace holds several sessions' traces: 64 MiB at the default limit
 
 
 HEADER_MAX = 65536  # a campaign trace's first line (its header) is far shorter
@@ -273,7 +273,7 @@ def is_campaign_trace(text: str) -> bool:
 
 
 def campaign_trace_limit(trace_max_bytes: int) -> int:
-    """The largest campaign trace imported: 8x SOCRATIC_TRACE_MAX_BYTES (docs/campaigns.md)."""
+    """The largest campaign trace imported: 2x SOCRATIC_TRACE_MAX_BYTES (docs/campaigns.md)."""
     return trace_max_bytes * CAMPAIGN_TRACE_FACTOR
 
 

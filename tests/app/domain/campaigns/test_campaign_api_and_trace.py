@@ -83,7 +83,7 @@ def test_a_board_campaign_runs_judges_within_one_budget_and_round_trips_as_a_tra
         again = client.post("/api/campaigns/import", files={"file": ("c.jsonl", text.encode())})
         assert again.status_code == 409 and "imported before" in again.text
         assert len(client.get("/api/campaigns").json()) == campaigns
-        huge = b" " * (CAMPAIGN_TRACE_FACTOR * 2**20 + 1)  # 8x SOCRATIC_TRACE_MAX_BYTES (1 MiB here)
+        huge = b" " * (CAMPAIGN_TRACE_FACTOR * 2**20 + 1)  # twice SOCRATIC_TRACE_MAX_BYTES (1 MiB here)
         assert client.post("/api/campaigns/import", files={"file": ("big.jsonl", huge)}).status_code == 413
         # Compressed, it is the same trace: read, recognised, not stored twice.
         packed = trace_bytes(text, "c.jsonl.gz")
