@@ -128,7 +128,11 @@ def cmd_kernel(args: argparse.Namespace) -> int:
         print(f"socratic trace kernel: {args.file}: {exc}", file=sys.stderr)
         return 1
     if args.output and args.output != "-":
-        Path(args.output).write_text(source)
+        try:
+            Path(args.output).write_text(source)
+        except OSError as exc:
+            print(f"socratic trace kernel: {exc}", file=sys.stderr)
+            return 1
         print(f"wrote candidate #{number} ({label}) to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(source)

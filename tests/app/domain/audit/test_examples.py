@@ -90,3 +90,5 @@ def test_trace_kernel_writes_a_trace_s_leader_or_a_named_candidate(tmp_path: Pat
     assert socratic(["trace", "kernel", str(damaged), "-o", str(tmp_path / "cut.cu")]) == 1
     assert "truncated or was edited" in capsys.readouterr().err
     assert not (tmp_path / "no.cu").exists() and not (tmp_path / "cut.cu").exists()
+    assert socratic(["trace", "kernel", str(path), "-o", str(tmp_path / "no-such-dir" / "k.cu")]) == 1
+    assert "No such file or directory" in capsys.readouterr().err
