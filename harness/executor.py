@@ -13,6 +13,7 @@ import multiprocessing as mp
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -41,12 +42,48 @@ def _spare_entry(conn: Any, parent: int) -> None:
     from harness.worker import spare_worker
 
     spare_worker(conn, parent)
+    _leave()
 
 
 def _run_entry(payload: dict[str, Any], start: int, conn: Any, spare: bool, parent: int) -> None:
     from harness.worker import run_worker
 
     run_worker(payload, start, conn, spare, parent)
+    _leave()
+
+
+def _leave() -> None:
+    """How a worker that finished its job ends: at once, without the C++ destructors. Under the
+    sandbox (harness/sandbox.py refuses unlink(2)) a destructor that unlinks a shared-memory
+    file, such as the reference counts of the arena the worker sent its answer key over CUDA
+    IPC, throws from a destructor and aborts the process ("could not unlink the shared memory
+    file /torch_..."). What it would have removed, its executor removes once the job's
+    processes have ended (`remove_shared_memory`). An exception in the job is not hidden: it
+    leaves the usual way, with its traceback and exit code 1."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(0)
+
+
+SHM_DIR = "/dev/shm"
+
+
+def remove_shared_memory(pids: Sequence[int], shm_dir: str = SHM_DIR) -> list[str]:
+    """Remove the shared-memory files torch made in these processes, which have ended; returns
+    their names. torch names them /torch_<pid>_... (at::NewProcessWideShmHandle), and the
+    process that drops the last reference unlinks one; a worker is killed after its job, or
+    leaves without destructors (`_leave`), so its own are left behind: without this, every GPU
+    evaluation with an answer key would leave its arena's reference counts (tens of KB of
+    memory) in /dev/shm for as long as the machine runs. Only the given pids' files are
+    touched, and only call this when no process needs them any more (the answer key closed)."""
+    removed = []
+    for pid in pids:
+        for path in glob.glob(os.path.join(glob.escape(shm_dir), f"torch_{int(pid)}_*")):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+                removed.append(os.path.basename(path))
+    return removed
 
 
 @dataclass
@@ -232,20 +269,22 @@ class LocalExecutor(Executor):
             key, self._key = self._key, None
         if key is not None and key.warmed and payload.get("answer_key") is None:
             payload["answer_key"] = key.handle()
+        launched: list[Any] = []  # the job's worker processes, a restart's too
         try:
             proposals: list[tuple[int, dict[str, Any]]] = []
-            out = self._run(job, payload, progress, cancel, started, proposals)
+            out = self._run(job, payload, progress, cancel, started, proposals, launched)
             out.device.update(cache_facts)
             trusted_cache.keep(job, out.results, out.device, proposals)
             return out
         finally:
             if key is not None:
                 key.close()  # its references leave the device before anything else runs
+            remove_shared_memory([p.pid for p in launched if p.pid is not None and not p.is_alive()])
 
     def _run(
         self, job: WorkerJob, payload: dict[str, Any], progress: ProgressFn | None,
         cancel: threading.Event | None, started: float,
-        proposals: list[tuple[int, dict[str, Any]]] | None = None,
+        proposals: list[tuple[int, dict[str, Any]]] | None = None, launched: list[Any] | None = None,
     ) -> ExecutionResult:
         scenarios = job.scenarios
         total = len(scenarios)
@@ -272,6 +311,8 @@ class LocalExecutor(Executor):
                 break
             spawned = time.monotonic()
             proc, recv = self._launch(payload, next_index)
+            if launched is not None:
+                launched.append(proc)
             if self._spare_wanted:
                 self._spawn_spare()  # it imports while this job runs; no GPU work
             current: int | None = None

@@ -27,6 +27,19 @@ def correct(b: AttentionBuffers) -> int:
     return 0
 
 
+SHM_TAG_ENV = "SOCRATIC_TEST_SHM_TAG"
+
+
+def leaves_shared_memory(b: AttentionBuffers) -> int:
+    """Correct, and leaves a file in /dev/shm named as torch names its shared memory
+    (torch_<pid>_...), as a GPU worker leaves its answer-key arena's reference counts. It can
+    only without the sandbox (hardening=False): under it, creating a file is refused."""
+    path = Path(f"/dev/shm/torch_{os.getpid()}_{os.environ[SHM_TAG_ENV]}")
+    if not path.exists():
+        path.write_bytes(bytes(64))
+    return correct(b)
+
+
 def correct_slow(b: AttentionBuffers) -> int:
     time.sleep(0.002)
     return correct(b)

@@ -4,7 +4,9 @@ verdicts and errors of one that computes its references in the worker."""
 
 from __future__ import annotations
 
+import glob
 import math
+from pathlib import Path
 
 import pytest
 
@@ -43,3 +45,18 @@ def test_a_keyed_evaluation_matches_one_judged_in_the_worker_peers_included() ->
         assert math.isclose(a.max_error, b.max_error, rel_tol=1e-2, abs_tol=1e-6)
         assert math.isclose(a.tolerance, b.tolerance, rel_tol=1e-2, abs_tol=1e-6)
         assert {k: p.status for k, p in a.peers.items()} == {k: p.status for k, p in b.peers.items()}
+
+
+def test_a_keyed_evaluation_leaves_no_shared_memory_of_its_processes_behind() -> None:
+    """The worker sends its arena over CUDA IPC, which makes a file of reference counts in
+    /dev/shm (torch_<pid>_...) that the last process to let go unlinks; a worker is killed
+    after its job or leaves without destructors (harness/executor.py: _leave), and under the
+    sandbox could not unlink it anyway. The executor removes it: nothing of an ended process
+    stays, evaluation after evaluation."""
+    before = set(glob.glob("/dev/shm/torch_*"))
+    scenarios = default_suite()[:2]
+    for _ in range(2):
+        evaluate_source(BASELINE, scenarios, settings=EvalSettings(measure=False))
+    left = sorted(p for p in set(glob.glob("/dev/shm/torch_*")) - before
+                  if not Path(f"/proc/{Path(p).name.split('_')[1]}").exists())
+    assert left == []

@@ -4,11 +4,19 @@ do on a GPU, so poisoning, trials, determinism, tolerance, crashes and hangs are
 
 from __future__ import annotations
 
-from harness.executor import LocalExecutor, Progress
+import glob
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from harness.executor import LocalExecutor, Progress, remove_shared_memory
 from harness.job import KernelSpec, WorkerJob
 from harness.report import CRASH, ERROR, FAIL, PASS, SKIPPED, TIMEOUT, UNSUPPORTED
 from harness.scenario import Scenario
 from harness.settings import EvalSettings
+from tests.cpu_kernels import SHM_TAG_ENV
 from tests.harness.support import FAST, SCENARIOS
 
 
@@ -238,3 +246,27 @@ def test_scenario_phases_say_where_the_time_went_with_and_without_integrity_chec
         assert "peers" not in r.phases and "profile" not in r.phases  # no peers on the CPU, no profiler
     for r in off:
         assert "integrity" not in r.phases and "timing" in r.phases
+
+
+def test_what_a_worker_leaves_in_shared_memory_is_removed_when_the_job_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker is killed after its job, or leaves without destructors: the shared memory torch
+    made in it under its pid (on a GPU, the answer-key arena's reference counts) is removed by
+    the executor, and no other process's."""
+    tag = f"socratic-test-{uuid.uuid4().hex}"
+    monkeypatch.setenv(SHM_TAG_ENV, tag)
+    mine = Path(f"/dev/shm/torch_{os.getpid()}_{tag}")  # this process's: alive, not the job's
+    mine.write_bytes(b"")
+    try:
+        results = run("leaves_shared_memory", hardening=False)
+        assert [r.status for r in results] == [PASS] * len(SCENARIOS)
+        assert glob.glob(f"/dev/shm/torch_*_{tag}") == [str(mine)]
+    finally:
+        mine.unlink(missing_ok=True)
+
+
+def test_only_the_named_processes_shared_memory_files_are_removed(tmp_path: Path) -> None:
+    for name in ("torch_123_9_0", "torch_123_8_1", "torch_1234_7_0", "torch_12_6_0", "other_123_1"):
+        (tmp_path / name).write_bytes(b"")
+    assert sorted(remove_shared_memory([123], str(tmp_path))) == ["torch_123_8_1", "torch_123_9_0"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other_123_1", "torch_1234_7_0", "torch_12_6_0"]
+    assert remove_shared_memory([123], str(tmp_path)) == []

@@ -140,3 +140,39 @@ def test_what_the_candidate_tries_while_it_is_loaded_is_its_own_and_stops_the_ev
     assert r.status == "error"
     assert f"while loading the candidate: sandbox: the candidate tried to open a file for writing: {target}" in r.reason
     assert target.read_text() == "as the harness wrote it"
+
+
+LEAVE_PROBE = """
+import atexit, os, sys
+import torch, torch.multiprocessing
+from harness.sandbox import Sandbox, helper_library
+torch.multiprocessing.set_sharing_strategy("file_system")
+held = [torch.zeros(16).share_memory_()]  # its last reference unlinks its file, as a CUDA IPC arena's counts do
+atexit.register(held.clear)  # a normal exit frees what the worker held
+path, digest = helper_library()
+Sandbox.install(path, digest, False)
+print(os.getpid(), flush=True)
+if sys.argv[1] == "leave":
+    from harness.executor import _leave
+    _leave()
+"""
+
+
+@pytest.mark.parametrize("how", ["exit", "leave"])
+def test_a_worker_leaves_without_the_destructor_that_aborts_under_the_sandbox(how: str) -> None:
+    """Freeing shared memory under the sandbox unlinks its file, which seccomp refuses; torch
+    throws from a destructor and the process aborts (seen once on the H100 as a worker ended).
+    A worker that finished its job leaves without destructors (harness/executor.py: _leave);
+    its executor removes the file."""
+    from harness.executor import remove_shared_memory
+
+    out = subprocess.run([sys.executable, "-c", LEAVE_PROBE, how], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parents[2])
+    pid = int(out.stdout.split()[0])
+    remove_shared_memory([pid])
+    if how == "exit":
+        assert out.returncode == -6, out.stderr[-2000:]  # SIGABRT
+        assert "could not unlink the shared memory file /torch_" in out.stderr
+    else:
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert "could not unlink" not in out.stderr
