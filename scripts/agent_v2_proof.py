@@ -525,6 +525,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
         p.error(f"unknown arm(s) {unknown}; arms are {', '.join(ARMS)}")
+    args.out = args.out.resolve()  # a leader's path is read back in the final, from wherever it runs
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.final:
         gpus = [g for g in (args.gpus or "").split(",") if g]

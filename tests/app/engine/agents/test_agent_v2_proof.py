@@ -88,12 +88,14 @@ def test_the_all_182_arm_searches_on_a_third_of_the_suite_and_is_judged_on_all_o
     assert {s["head_dim"] for s in chosen} == {s.head_dim for s in default_suite()}
     assert budget("all-182", argparse.Namespace(evaluations=40, transfer_evaluations=20)) == 60
     assert ARMS["greedy-182"]["sample_every"] == ARMS["all-182"]["sample_every"]
+    # relative --out and --traces, run from elsewhere: the final reads the leader back by its path
     out = subprocess.run(
-        [sys.executable, "scripts/agent_v2_proof.py", "--cpu-standin", "--out", str(tmp_path / "out"),
-         "--traces", str(tmp_path / "traces"), "--poll-s", "0.2", "--arms", "all-182", "--deadline-s", "20"],
-        cwd=ROOT, capture_output=True, text=True, timeout=240)
+        [sys.executable, str(ROOT / "scripts" / "agent_v2_proof.py"), "--cpu-standin", "--out", "out",
+         "--traces", "traces", "--poll-s", "0.2", "--arms", "all-182", "--deadline-s", "20"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "| all-182 | all (searched on 1 scenario in 3 (61)) | synthetic H100 |" in out.stdout
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["rows"][0]["x_baseline"] > 1
     trace = lzma.decompress((tmp_path / "traces" / "cpu-standin-all-182.jsonl.xz").read_bytes()).decode()
     session = json.loads(trace.splitlines()[1])
     assert session["suite_filter"] is None and len(session["scenarios"]) == 61
