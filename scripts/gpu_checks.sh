@@ -7,24 +7,32 @@
 #   bash scripts/gpu_checks.sh OUTDIR tests                # second call
 #
 # Parts: verifier (cheat table, checks' overhead, fa2-mma-a timed twice over all 182),
-# gallery (wgmma-ws-a over all 182 with every peer), tests (pytest -m gpu), cluster (two
-# workers on one GPU, the whole suite sharded; GPUS=0,1 puts them on two GPUs), campaigns
-# (issue 15's experiment, three seeds, one per GPU at once; EVALUATIONS, SEEDS, ARMS and
-# DEADLINE_S override it). Each part's log lands in OUTDIR; a table last.
+# gallery (wgmma-ws-a over all 182 with every peer), tests (pytest -m gpu over TESTS, default
+# tests/gpu), cluster (two workers on one GPU, the whole suite sharded; GPUS=0,1 puts them on
+# two GPUs), campaigns (issue 15's experiment, three seeds, one per GPU at once; EVALUATIONS,
+# SEEDS, ARMS and DEADLINE_S override it), judge182 (issue 50's all-182 leader #39 from its
+# trace, on all 182 with FA3, cuDNN and FA2 timed beside it), all182 (a new seed of the all-182
+# arm: SEED, DEADLINE_S; then its leader's final on all 182). Each part's log lands in OUTDIR;
+# a table last. WHEELS may name several folders (WHEELS=".carry-web .carry-fa3": a call carries
+# at most 64 MiB, so the proofs' carry leaves psycopg and distributed out).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR=${1:?usage: gpu_checks.sh OUTDIR PART...}
 shift
 WHEELS=${WHEELS:-.whl-dev}
 export PYTHONUNBUFFERED=1
-if [ -d "$WHEELS" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$WHEELS"/*.whl \
+read -r -a WHEEL_DIRS <<< "$WHEELS"
+WHEEL_FILES=()
+for d in "${WHEEL_DIRS[@]}"; do [ -d "$d" ] && WHEEL_FILES+=("$d"/*.whl); done
+if [ "${#WHEEL_FILES[@]}" -gt 0 ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "${WHEEL_FILES[@]}" \
     || { echo "wheel install failed" >&2; exit 1; }
   export PYTHONPATH=$PWD:/tmp/site
 else
   export PYTHONPATH=$PWD
 fi
 mkdir -p "$OUT_DIR"
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | tee "$OUT_DIR/card.txt" || true
 SUMMARY="$OUT_DIR/.summary"  # a file: steps may run in the background (campaign seeds)
 : > "$SUMMARY"
 step() {  # step NAME COMMAND...: run, log, remember status and seconds
@@ -47,7 +55,8 @@ for part in "$@"; do
         --json "$OUT_DIR/wgmma-ws-a.json" --timeout 30
       ;;
     tests)
-      step gpu-tests python3 -m pytest -q -m gpu tests/gpu -p no:cacheprovider
+      # shellcheck disable=SC2086
+      step gpu-tests python3 -m pytest -q -m gpu ${TESTS:-tests/gpu} -p no:cacheprovider
       ;;
     cluster)
       step cluster python3 scripts/cluster_gpu_proof.py kernels/attention/gallery/fa2-mma-a.cu --gpus "${GPUS:-0,0}" \
@@ -85,6 +94,19 @@ for part in "$@"; do
       done
       [ "${#SEED_LIST[@]}" -gt 0 ] && tail -n 4 "$OUT_DIR"/campaigns-s*.log
       step campaigns-table python3 scripts/campaign_experiment.py --table "$OUT_DIR"/campaigns/s*
+      ;;
+    judge182)
+      mkdir -p data
+      step judge182-source python3 -m app trace kernel examples/agent-v2/all182-autonomous.jsonl.xz -o data/all182-39.cu
+      step judge182 python3 scripts/agent_v2_proof.py --out "$OUT_DIR/judge182" --final --filter all \
+        --also all-182-39=data/all182-39.cu
+      ;;
+    all182)
+      seed=${SEED:-2}
+      step "all182-s$seed" python3 scripts/agent_v2_proof.py --out "data/all182-s$seed" --traces "$OUT_DIR/traces" \
+        --arms all-182 --seed "$seed" --deadline-s "${DEADLINE_S:-400}"
+      cp "data/all182-s$seed/summary.json" "$OUT_DIR/summary-all182-s$seed.json"
+      cp "data/all182-s$seed/all-182/leader.cu" "$OUT_DIR/leader-all182-s$seed.cu"
       ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
   esac
