@@ -23,7 +23,13 @@ WHEELS=${WHEELS:-.whl-dev}
 export PYTHONUNBUFFERED=1
 read -r -a WHEEL_DIRS <<< "$WHEELS"
 WHEEL_FILES=()
-for d in "${WHEEL_DIRS[@]}"; do [ -d "$d" ] && WHEEL_FILES+=("$d"/*.whl); done
+for d in "${WHEEL_DIRS[@]}"; do
+  if compgen -G "$d/*.whl" > /dev/null; then
+    WHEEL_FILES+=("$d"/*.whl)
+  elif [ "$WHEELS" != .whl-dev ]; then  # a folder named on purpose: missing wheels would drop a peer silently
+    echo "WHEELS: no wheels in $d" >&2; exit 2
+  fi
+done
 if [ "${#WHEEL_FILES[@]}" -gt 0 ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "${WHEEL_FILES[@]}" \
     || { echo "wheel install failed" >&2; exit 1; }
