@@ -393,8 +393,17 @@ def final_table(results: list[dict[str, Any]], args: argparse.Namespace) -> list
         summary = report.summary("all")
         rows.append({**r, "card": report.gpu, "passed": f"{summary.passed}/{summary.scenarios}",
                      "x_baseline": summary.vs_baseline, "x_fa3": summary.vs_peers.get("fa3"),
-                     "x_cudnn": summary.vs_peers.get("cudnn"), "x_fa2": summary.vs_peers.get("flash")})
+                     "x_cudnn": summary.vs_peers.get("cudnn"), "x_fa2": summary.vs_peers.get("flash"),
+                     "fa3_by_category": fa3_by_category(report.scenarios)})
     return rows
+
+
+def fa3_by_category(scenarios: list[Any]) -> dict[str, float | None]:
+    """x FA3 per category: where a leader that misses the all-182 target loses its time."""
+    from harness.report import summarize
+
+    categories = sorted({s.category for s in scenarios})
+    return {c: summarize([s for s in scenarios if s.category == c]).vs_peers.get("fa3") for c in categories}
 
 
 def reference(spec: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -418,10 +427,10 @@ def evaluate_leader(source: Path, scenarios: list[Any], standin: bool) -> Any:
         with tempfile.TemporaryDirectory() as tmp:  # the baseline has no knobs: speed 1
             base = Path(tmp) / "baseline.cu"
             base.write_text((ROOT / "kernels" / "attention" / "baseline.cu").read_text())
-            assert default_knobs() and render  # the family is importable here
+            assert default_knobs() and callable(render)  # the family is importable here
             return fake_evaluate(Implementation("cuda", str(source), source.name),
                                  Implementation("cuda", str(base), "baseline"), scenarios, EvalSettings(),
-                                 None, threading.Event(), hopper=True)
+                                 None, threading.Event(), hopper=True, peers=True)
     from harness.evaluate import evaluate_source
     from harness.settings import EvalSettings
 
@@ -447,6 +456,10 @@ def print_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
                      f"{r['leader'] or '-'} | "
                      f"{fmt(r.get('x_baseline'), '.2f')} | {fmt(r.get('x_fa3'))} | {fmt(r.get('x_cudnn'))} | "
                      f"{fmt(r.get('x_fa2'))} | {r['stopped_because']} |")
+    for r in rows:
+        if r.get("fa3_by_category"):
+            lines.append(f"{r['arm']}: x FA3 by category: " + ", ".join(
+                f"{c} {fmt(v)}" for c, v in r["fa3_by_category"].items()))
     for r in rows:
         lines.append(f"{r['arm']}: leaders {r['leaders']}; lesson moves {r.get('lesson_moves', 0)} of "
                      f"{r.get('lessons_given', 0)} lessons given; last diagnosis: {r['diagnosis']}")

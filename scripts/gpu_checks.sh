@@ -11,7 +11,7 @@
 # tests/gpu), cluster (two workers on one GPU, the whole suite sharded; GPUS=0,1 puts them on
 # two GPUs), campaigns (issue 15's experiment, three seeds, one per GPU at once; EVALUATIONS,
 # SEEDS, ARMS and DEADLINE_S override it), judge182 (issue 50's all-182 leader #39 from its
-# trace, on all 182 with FA3, cuDNN and FA2 timed beside it), all182 (a new seed of the all-182
+# trace, on all 182 with FA3, cuDNN, FA2 and the gallery leader timed beside it), all182 (a new seed of the all-182
 # arm: SEED, DEADLINE_S; then its leader's final on all 182). Each part's log lands in OUTDIR;
 # a table last. WHEELS may name several folders (WHEELS=".carry-web .carry-fa3": a call carries
 # at most 64 MiB, so the proofs' carry leaves psycopg and distributed out).
@@ -105,7 +105,7 @@ for part in "$@"; do
       mkdir -p data
       step judge182-source python3 -m app trace kernel examples/agent-v2/all182-autonomous.jsonl.xz -o data/all182-39.cu
       step judge182 python3 scripts/agent_v2_proof.py --out "$OUT_DIR/judge182" --final --filter all \
-        --also all-182-39=data/all182-39.cu
+        --also all-182-39=data/all182-39.cu --also gallery=kernels/attention/gallery/wgmma-tma-n.cu
       ;;
     all182)
       seed=${SEED:-2}

@@ -95,7 +95,13 @@ def test_the_all_182_arm_searches_on_a_third_of_the_suite_and_is_judged_on_all_o
         cwd=tmp_path, capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "| all-182 | all (searched on 1 scenario in 3 (61)) | synthetic H100 |" in out.stdout
-    assert json.loads((tmp_path / "out" / "summary.json").read_text())["rows"][0]["x_baseline"] > 1
+    row = json.loads((tmp_path / "out" / "summary.json").read_text())["rows"][0]
+    assert row["x_baseline"] > 1
+    # a miss must say where: x FA3 per category, each from that category's own scenarios
+    assert set(row["fa3_by_category"]) == {s.category for s in default_suite()}
+    assert all(v > 0 for v in row["fa3_by_category"].values())
+    assert min(row["fa3_by_category"].values()) <= row["x_fa3"] <= max(row["fa3_by_category"].values())
+    assert "all-182: x FA3 by category: chunked " in out.stdout
     trace = lzma.decompress((tmp_path / "traces" / "cpu-standin-all-182.jsonl.xz").read_bytes()).decode()
     session = json.loads(trace.splitlines()[1])
     assert session["suite_filter"] is None and len(session["scenarios"]) == 61
