@@ -377,11 +377,13 @@ def export_trace(sid: int, data_dir: Path, traces: Path, arm: str, standin: bool
 
 
 def final_table(results: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Every arm's leader evaluated again, one after the other, with the peers timed side by side."""
+    """Every arm's leader evaluated again, one after the other, with the peers timed side by side.
+    Each row is printed and written to summary.json as soon as it is measured: a device call cut
+    at its limit still brings back the kernels judged before the cut."""
     from harness.attention.suite import default_suite
     from harness.suite import select
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for r in results:
         expr = r.get("filter") or args.filter
         scenarios = select(default_suite(), "all", None if expr == ALL else expr)
@@ -389,13 +391,35 @@ def final_table(results: list[dict[str, Any]], args: argparse.Namespace) -> list
         if not source.read_text().strip():
             rows.append({**r, "card": "-", "x_baseline": None, "x_fa3": None, "x_cudnn": None, "x_fa2": None})
             continue
-        report = evaluate_leader(source, scenarios, args.cpu_standin)
+        print(f"[final] {r['arm']}: {len(scenarios)} scenarios, the peers timed beside it", flush=True)
+        t0 = time.monotonic()
+        report = evaluate_leader(source, scenarios, args.cpu_standin, final_progress(r["arm"], t0))
         summary = report.summary("all")
         rows.append({**r, "card": report.gpu, "passed": f"{summary.passed}/{summary.scenarios}",
                      "x_baseline": summary.vs_baseline, "x_fa3": summary.vs_peers.get("fa3"),
                      "x_cudnn": summary.vs_peers.get("cudnn"), "x_fa2": summary.vs_peers.get("flash"),
-                     "fa3_by_category": fa3_by_category(report.scenarios)})
+                     "fa3_by_category": fa3_by_category(report.scenarios), "final_s": time.monotonic() - t0})
+        print(f"[final] {r['arm']}: {rows[-1]['passed']} passed, x FA3 {fmt(rows[-1]['x_fa3'])}, "
+              f"x baseline {fmt(rows[-1]['x_baseline'], '.2f')} ({rows[-1]['final_s']:.0f} s, {report.gpu})",
+              flush=True)
+        write_summary(args, rows, table=None)
     return rows
+
+
+def final_progress(arm: str, t0: float, every: int = 20) -> Any:
+    """A line every `every` scenarios (and at the last): where a long final is, in its log."""
+    def show(p: Any) -> None:
+        if p.result is not None and (p.done % every == 0 or p.done == p.total):
+            print(f"[final] {arm}: {p.done}/{p.total} scenarios ({p.scenario}), "
+                  f"{time.monotonic() - t0:.0f} s", flush=True)
+    return show
+
+
+def write_summary(args: argparse.Namespace, rows: list[dict[str, Any]], table: str | None) -> None:
+    """summary.json: the rows so far; `table` is None until the final table is printed."""
+    (args.out / "summary.json").write_text(json.dumps(
+        {"standin": args.cpu_standin, "complete": table is not None, "rows": rows, "table": table},
+        indent=1, default=str))
 
 
 def fa3_by_category(scenarios: list[Any]) -> dict[str, float | None]:
@@ -415,7 +439,7 @@ def reference(spec: str, args: argparse.Namespace) -> dict[str, Any]:
             "diagnosis": "", "leader_source": str(Path(path).resolve()), "filter": args.filter}
 
 
-def evaluate_leader(source: Path, scenarios: list[Any], standin: bool) -> Any:
+def evaluate_leader(source: Path, scenarios: list[Any], standin: bool, progress: Any = None) -> Any:
     if standin:
         import threading
 
@@ -430,11 +454,12 @@ def evaluate_leader(source: Path, scenarios: list[Any], standin: bool) -> Any:
             assert default_knobs() and callable(render)  # the family is importable here
             return fake_evaluate(Implementation("cuda", str(source), source.name),
                                  Implementation("cuda", str(base), "baseline"), scenarios, EvalSettings(),
-                                 None, threading.Event(), hopper=True, peers=True)
+                                 progress, threading.Event(), hopper=True, peers=True)
     from harness.evaluate import evaluate_source
     from harness.settings import EvalSettings
 
-    return evaluate_source(source, scenarios, settings=EvalSettings(peers=("cudnn", "flash", "fa3")))
+    return evaluate_source(source, scenarios, settings=EvalSettings(peers=("cudnn", "flash", "fa3")),
+                           progress=progress)
 
 
 def fmt(v: Any, spec: str = ".3f") -> str:
@@ -566,9 +591,7 @@ def main(argv: list[str] | None = None) -> int:
     results.sort(key=lambda r: list(ARMS).index(r["arm"]))
     results += [reference(spec, args) for spec in args.also]
     rows = final_table(results, args)
-    table = print_table(rows, args)
-    (args.out / "summary.json").write_text(json.dumps({"standin": args.cpu_standin, "rows": rows, "table": table},
-                                                      indent=1, default=str))
+    write_summary(args, rows, print_table(rows, args))
     return 0
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from app.services.evaluation import Evaluator, Implementation, resolve_path
 from harness.attention.forward import attention_flops, attention_min_bytes
-from harness.executor import ProgressFn
+from harness.executor import Progress, ProgressFn
 from harness.report import PASS, CompileInfo, EvaluationReport, ScenarioResult
 from harness.scenario import Scenario
 from harness.settings import EvalSettings
@@ -93,19 +93,25 @@ def fake_evaluate(candidate: Implementation, against: Implementation, scenarios:
                   settings: EvalSettings, progress: ProgressFn | None, cancel: threading.Event,
                   suite: str = "all", one_device: bool = False, hopper: bool = False,
                   peers: bool = False) -> EvaluationReport:
-    """Stands in for `Evaluator.evaluate` (app/services/evaluation.py): same arguments, a report from the table."""
+    """Stands in for `Evaluator.evaluate` (app/services/evaluation.py): same arguments, a report from
+    the table, and `progress` told of each scenario as the executor tells it."""
     mine = knobs_of_source(resolve_path(candidate.ref).read_text())
     theirs = knobs_of_source(Path(resolve_path(against.ref)).read_text())
     if hopper:
-        return _hopper_report(candidate, against, scenarios, suite, mine, theirs, peers)
-    rows = []
-    for s in scenarios:
-        ratio = speed(mine, s) / speed(theirs, s)
-        base_ms = 10.0 / speed(theirs, s)
-        rows.append(ScenarioResult(s.name, s.category, s.hidden, PASS, time_ms=base_ms / ratio,
-                                   baseline_ms=base_ms, speedup_vs_baseline=ratio, tflops=1.0))
-    return EvaluationReport(kernel=candidate.label, baseline=against.label, gpu="synthetic H200", suite=suite,
-                            scenarios=rows, compile=CompileInfo(ok=True))
+        report = _hopper_report(candidate, against, scenarios, suite, mine, theirs, peers)
+    else:
+        rows = []
+        for s in scenarios:
+            ratio = speed(mine, s) / speed(theirs, s)
+            base_ms = 10.0 / speed(theirs, s)
+            rows.append(ScenarioResult(s.name, s.category, s.hidden, PASS, time_ms=base_ms / ratio,
+                                       baseline_ms=base_ms, speedup_vs_baseline=ratio, tflops=1.0))
+        report = EvaluationReport(kernel=candidate.label, baseline=against.label, gpu="synthetic H200",
+                                  suite=suite, scenarios=rows, compile=CompileInfo(ok=True))
+    for i, row in enumerate(report.scenarios, 1):
+        if progress is not None:
+            progress(Progress(i, len(report.scenarios), row.scenario, row))
+    return report
 
 
 def _ms(knobs: dict[str, Any] | None, s: Scenario) -> float:
