@@ -406,12 +406,19 @@ def final_table(results: list[dict[str, Any]], args: argparse.Namespace) -> list
     return rows
 
 
-def final_progress(arm: str, t0: float, every: int = 20) -> Any:
-    """A line every `every` scenarios (and at the last): where a long final is, in its log."""
+def final_progress(arm: str, t0: float, every: int = 20, quiet_s: float = 15.0) -> Any:
+    """A line every `every` scenarios (and at the last), and the evaluation's own messages (the
+    worker ready, the baseline cache filling on a fresh machine) at most one per `quiet_s`: where
+    a long final is, in its log."""
+    last = [-quiet_s]
+
     def show(p: Any) -> None:
+        now = time.monotonic() - t0
         if p.result is not None and (p.done % every == 0 or p.done == p.total):
-            print(f"[final] {arm}: {p.done}/{p.total} scenarios ({p.scenario}), "
-                  f"{time.monotonic() - t0:.0f} s", flush=True)
+            print(f"[final] {arm}: {p.done}/{p.total} scenarios ({p.scenario}), {now:.0f} s", flush=True)
+        elif p.result is None and p.message and now - last[0] >= quiet_s:
+            last[0] = now
+            print(f"[final] {arm}: {p.message}, {now:.0f} s", flush=True)
     return show
 
 

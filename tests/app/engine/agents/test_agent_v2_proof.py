@@ -140,3 +140,21 @@ def test_the_final_writes_each_kernel_s_row_as_soon_as_it_is_measured(tmp_path: 
     kept = json.loads((tmp_path / "summary.json").read_text())
     assert kept["complete"] is False and kept["rows"] == json.loads(json.dumps(rows, default=str))
     assert kept["rows"][0]["x_fa3"] > kept["rows"][1]["x_fa3"] > 0  # the gallery leader is the synthetic FA3
+
+
+def test_the_final_s_progress_lines_say_where_a_long_evaluation_is(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every 20th scenario and the last; the evaluation's messages (a fresh machine fills its
+    baseline cache first) at most one per quiet spell, so a cut log still says where it was."""
+    from harness.executor import Progress
+    from harness.report import PASS, ScenarioResult
+    from scripts.agent_v2_proof import final_progress
+
+    show = final_progress("all-182-39", t0=0.0, quiet_s=3600)
+    show(Progress(0, 182, "", None, "worker ready on NVIDIA H100 80GB HBM3"))
+    show(Progress(182, 182, "d", None, "filling the baseline cache 1/182: d"))  # within the quiet spell
+    for i in range(1, 183):
+        show(Progress(i, 182, f"s{i}", ScenarioResult(f"s{i}", "prefill", False, PASS)))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("[final] all-182-39: worker ready on NVIDIA H100 80GB HBM3, ")
+    assert [line.split(" scenarios")[0].rsplit(" ", 1)[1] for line in lines[1:]] == [
+        f"{n}/182" for n in (*range(20, 182, 20), 182)]
