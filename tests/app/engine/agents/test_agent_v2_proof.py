@@ -114,7 +114,6 @@ def test_the_all_182_arm_searches_on_a_third_of_the_suite_and_is_judged_on_all_o
     assert session["suite_filter"] is None and len(session["scenarios"]) == 61
 
 
-
 def test_the_final_writes_each_kernel_s_row_as_soon_as_it_is_measured(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """A device call cut at its limit must still bring back the kernels judged before the cut:
