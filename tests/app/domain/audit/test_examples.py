@@ -1,11 +1,14 @@
 """The example traces in examples/ (real H200 sessions) import as read-only sessions and
 export again byte for byte; every session trace examples/ ships is read under the default
-limit; `socratic trace kernel` takes a leader out of one."""
+limit; `socratic trace kernel` takes a leader out of one; the all-182 table in docs/agents.md
+quotes the summaries and traces examples/agent-v2 ships."""
 
 from __future__ import annotations
 
+import json
 import lzma
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -92,3 +95,47 @@ def test_trace_kernel_writes_a_trace_s_leader_or_a_named_candidate(tmp_path: Pat
     assert not (tmp_path / "no.cu").exists() and not (tmp_path / "cut.cu").exists()
     assert socratic(["trace", "kernel", str(path), "-o", str(tmp_path / "no-such-dir" / "k.cu")]) == 1
     assert "No such file or directory" in capsys.readouterr().err
+
+
+def test_the_all_182_table_in_docs_agents_md_is_the_shipped_runs_numbers() -> None:
+    """Issue 50's all-182 table quotes what examples/agent-v2 ships: each row's x FA3 / x cuDNN /
+    x FA2 is its summary's side-by-side judgement on all 182, and each arm's leader # is the
+    leader its trace recorded, so neither a retyped number nor a swapped trace goes unnoticed."""
+    v2 = PROJECT_ROOT / "examples" / "agent-v2"
+
+    def summary(name: str) -> dict[str, dict[str, Any]]:
+        return {r["arm"]: r for r in json.loads((v2 / name).read_text())["rows"]}
+
+    def ratios(r: dict[str, Any]) -> str:
+        return " / ".join(f"{r[k]:.3f}" for k in ("x_fa3", "x_cudnn", "x_fa2"))
+
+    def leader(trace: str) -> int:
+        parsed = parse_trace(trace_text((v2 / trace).read_bytes(), 2**26))
+        return next(int(c["number"]) for _line, c in parsed.rows["candidate"]
+                    if c["id"] == parsed.session["leader_id"])
+
+    seed1, judged = summary("summary-all182.json"), summary("summary-all182-judged.json")
+    s2, s2_greedy = summary("summary-all182-s2.json")["all-182"], summary("summary-all182-s2-greedy.json")["greedy-182"]
+    assert seed1["all-182"]["all_182_side_by_side"]["x_fa3"] == round(judged["all-182-39"]["x_fa3"], 3)
+    expected = {  # (arm, seed) -> (leader #, its trace's leader, ratios on all 182)
+        ("measured, autonomous (`all-182`)", "1"):
+            (seed1["all-182"]["leader"], leader("all182-autonomous.jsonl.xz"), ratios(judged["all-182-39"])),
+        ("greedy (`greedy-182`, the control)", "1"):
+            (seed1["greedy-182"]["leader"], leader("all182-greedy.jsonl.xz"),
+             ratios(seed1["greedy-182"]["all_182_side_by_side"])),
+        ("measured, autonomous (`all-182`)", "2"): (s2["leader"], leader("all182-s2-autonomous.jsonl.xz"), ratios(s2)),
+        ("greedy (`greedy-182`, the control)", "2"):
+            (s2_greedy["leader"], leader("all182-s2-greedy.jsonl.xz"), ratios(s2_greedy)),
+    }
+    text = (PROJECT_ROOT / "docs" / "agents.md").read_text()
+    table = text[text.index("| arm | seed | evaluations | leader # | on all 182, side by side"):].split("\n\n")[0]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+    found = {(r[0], r[1]): (r[3], r[4]) for r in rows if r[1] != "-"}
+    assert set(found) == set(expected)
+    for key, (number, traced, side_by_side) in expected.items():
+        assert number == traced, key
+        assert found[key] == (str(number), side_by_side), key
+    gallery = next(r for r in rows if r[0].startswith("gallery"))
+    assert gallery[4] == ratios(judged["gallery"])
+    for row in (s2, s2_greedy, judged["all-182-39"]):
+        assert row["passed"] == "182/182" and row["card"] == "NVIDIA H100 80GB HBM3"
