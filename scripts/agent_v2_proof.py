@@ -51,9 +51,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
+
+if TYPE_CHECKING:
+    from harness.executor import Progress, ProgressFn
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -406,13 +409,13 @@ def final_table(results: list[dict[str, Any]], args: argparse.Namespace) -> list
     return rows
 
 
-def final_progress(arm: str, t0: float, every: int = 20, quiet_s: float = 15.0) -> Any:
+def final_progress(arm: str, t0: float, every: int = 20, quiet_s: float = 15.0) -> ProgressFn:
     """A line every `every` scenarios (and at the last), and the evaluation's own messages (the
     worker ready, the baseline cache filling on a fresh machine) at most one per `quiet_s`: where
     a long final is, in its log."""
     last = [-quiet_s]
 
-    def show(p: Any) -> None:
+    def show(p: Progress) -> None:
         now = time.monotonic() - t0
         if p.result is not None and (p.done % every == 0 or p.done == p.total):
             print(f"[final] {arm}: {p.done}/{p.total} scenarios ({p.scenario}), {now:.0f} s", flush=True)
@@ -446,7 +449,8 @@ def reference(spec: str, args: argparse.Namespace) -> dict[str, Any]:
             "diagnosis": "", "leader_source": str(Path(path).resolve()), "filter": args.filter}
 
 
-def evaluate_leader(source: Path, scenarios: list[Any], standin: bool, progress: Any = None) -> Any:
+def evaluate_leader(source: Path, scenarios: list[Any], standin: bool,
+                    progress: ProgressFn | None = None) -> Any:
     if standin:
         import threading
 

@@ -12,8 +12,8 @@
 # two GPUs), campaigns (issue 15's experiment, three seeds, one per GPU at once; EVALUATIONS,
 # SEEDS, ARMS and DEADLINE_S override it), judge182 (issue 50's all-182 leader #39 from its
 # trace, on all 182 with FA3, cuDNN, FA2 and the gallery leader timed beside it), all182 (a new
-# seed of the all-182 arm: SEED, DEADLINE_S; then its leader's final on all 182). Each part's log lands in OUTDIR;
-# a table last. WHEELS may name several folders (WHEELS=".carry-web .carry-fa3": a call carries
+# seed of the all-182 arm: SEED, DEADLINE_S; then its leader's final on all 182). Each part's
+# log lands in OUTDIR; a table last. WHEELS may name several folders (WHEELS=".carry-web .carry-fa3": a call carries
 # at most 64 MiB, so the proofs' carry leaves psycopg and distributed out).
 set -uo pipefail
 cd "$(dirname "$0")/.."
